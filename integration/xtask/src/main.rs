@@ -1,0 +1,225 @@
+//! `cargo xtask`: set-up, tests and demo of vhost-device-spe on real Debian
+//! arm64 guests under a patched QEMU. See integration/README.md.
+
+mod initramfs;
+mod runner;
+mod scenarios;
+mod setup;
+mod util;
+
+use anyhow::{bail, Context, Result};
+use runner::{GuestRun, Rig, Verdict};
+use setup::Paths;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+use util::{tail, Step};
+
+const USAGE: &str = "usage: cargo xtask <command>
+  setup              install and build everything the guests need (cached)
+  test [--no-lint] [SCENARIO...]
+                     setup, fmt/clippy/unit tests, then the guest scenarios
+  demo               setup, then boot a guest with the backend attached
+  run SCENARIO       boot one guest scenario script (integration/guest/scenarios)
+  scenarios          list the scenarios of `test`";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match real_main(&args) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main(args: &[String]) -> Result<bool> {
+    let Some(cmd) = args.first() else {
+        eprintln!("{USAGE}");
+        return Ok(false);
+    };
+    let rest = &args[1..];
+    match cmd.as_str() {
+        "setup" => {
+            let paths = Paths::discover()?;
+            let rig = prepare(&paths)?;
+            println!("qemu:    {}", rig.qemu.display());
+            println!("kernel:  {}", rig.kernel.display());
+            println!("headers: {}", rig.headers.display());
+            println!("initrd:  {}", rig.initrd.display());
+            println!("backend: {}", rig.backend.display());
+            Ok(true)
+        }
+        "test" => test(rest),
+        "demo" => demo(),
+        "run" => {
+            let name = rest.first().context("run: which scenario script?")?;
+            let paths = Paths::discover()?;
+            let rig = prepare(&paths)?;
+            let out = rig.run(&GuestRun {
+                scenario: name.clone(),
+                run_name: format!("run-{name}"),
+                backend: true,
+                timeout: Duration::from_secs(300),
+            })?;
+            print!("{}", out.console);
+            eprintln!("--- backend log ---\n{}", out.backend_log);
+            eprintln!("{:?} in {:.1} s", out.verdict, out.elapsed.as_secs_f64());
+            Ok(out.verdict == Verdict::Pass)
+        }
+        "scenarios" => {
+            for s in scenarios::all() {
+                println!("{}", s.name);
+            }
+            Ok(true)
+        }
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            Ok(true)
+        }
+        other => bail!("unknown command {other:?}\n{USAGE}"),
+    }
+}
+
+/// Set-up, the backend binary and the guest image: everything a run needs.
+fn prepare(paths: &Paths) -> Result<Rig> {
+    let t = Instant::now();
+    let env = setup::setup(paths)?;
+    let backend = build_backend(paths)?;
+    let work = paths.work();
+    std::fs::create_dir_all(&work)?;
+    let initrd = work.join(format!("initramfs-{}.cpio", env.guest.kver));
+    initramfs::build(
+        &env.guest,
+        &paths.repo.join("integration/guest"),
+        &[],
+        &initrd,
+    )
+    .context("building the guest initramfs")?;
+    eprintln!(
+        "==> set-up complete in {:.1} s (kernel {} from {}, QEMU {})",
+        t.elapsed().as_secs_f64(),
+        env.guest.kver,
+        env.guest.kpkg_version,
+        setup::QEMU_VERSION
+    );
+    Ok(Rig {
+        qemu: env.qemu,
+        kernel: env.guest.kernel,
+        headers: env.guest.headers,
+        initrd,
+        backend,
+        runs_dir: work.join("runs"),
+    })
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+fn build_backend(paths: &Paths) -> Result<PathBuf> {
+    let step = Step::new("cargo build -p vhost-device-spe");
+    let st = cargo()
+        .current_dir(&paths.repo)
+        .args(["build", "--quiet", "-p", "vhost-device-spe"])
+        .status()
+        .context("starting cargo build -p vhost-device-spe")?;
+    if !st.success() {
+        bail!("cargo build -p vhost-device-spe failed ({st})");
+    }
+    step.done("built");
+    Ok(paths.target.join("debug/vhost-device-spe"))
+}
+
+/// A cargo check of the whole workspace, output passed through.
+fn cargo_step(paths: &Paths, args: &[&str]) -> Result<()> {
+    let step = Step::new(format!("cargo {}", args.join(" ")));
+    let st = cargo()
+        .current_dir(&paths.repo)
+        .args(args)
+        .status()
+        .with_context(|| format!("starting cargo {}", args.join(" ")))?;
+    if !st.success() {
+        bail!("cargo {} failed ({st})", args.join(" "));
+    }
+    step.done("ok");
+    Ok(())
+}
+
+fn test(args: &[String]) -> Result<bool> {
+    let lint = !args.iter().any(|a| a == "--no-lint");
+    let only: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    let paths = Paths::discover()?;
+    let rig = prepare(&paths)?;
+    if lint {
+        cargo_step(&paths, &["fmt", "--all", "--check"])?;
+        cargo_step(
+            &paths,
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        )?;
+        cargo_step(&paths, &["test", "--workspace"])?;
+    }
+    let all = scenarios::all();
+    for o in &only {
+        if !all.iter().any(|s| &s.name == o) {
+            bail!("unknown scenario {o:?}; see `cargo xtask scenarios`");
+        }
+    }
+    let chosen: Vec<_> = all
+        .into_iter()
+        .filter(|s| only.is_empty() || only.iter().any(|o| *o == s.name))
+        .collect();
+    eprintln!("==> guest scenarios");
+    let sum = scenarios::run_all(&rig, &chosen)?;
+    println!("{} passed, {} failed", sum.passed, sum.failed);
+    Ok(sum.failed == 0)
+}
+
+fn demo() -> Result<bool> {
+    let paths = Paths::discover()?;
+    let rig = prepare(&paths)?;
+    eprintln!("==> booting a Debian arm64 guest with vhost-device-spe attached");
+    let out = rig.run(&GuestRun {
+        scenario: "virtio-device".into(),
+        run_name: "demo".into(),
+        backend: true,
+        timeout: Duration::from_secs(120),
+    })?;
+    println!("--- what the guest saw (console lines from /init) ---");
+    for l in out.console.lines() {
+        if l.contains("SPE-") || l.contains("virtio") || l.contains("arm_spe") {
+            println!("  {}", l.trim_end_matches('\r'));
+        }
+    }
+    println!("--- backend log ---");
+    print!("{}", tail(&out.backend_log, 40));
+    println!("--- logs in {} ---", out.dir.display());
+    match &out.verdict {
+        Verdict::Pass => {
+            if let Err(e) = scenarios::check_virtio_device(&out) {
+                println!("demo: guest passed but host checks failed: {e}");
+                return Ok(false);
+            }
+            println!(
+                "demo: the guest saw the SPE device (virtio ID {}) in {:.1} s",
+                runner::VIRTIO_ID,
+                out.elapsed.as_secs_f64()
+            );
+            Ok(true)
+        }
+        Verdict::Fail(r) => {
+            println!("demo failed: {r}\n--- console tail ---");
+            print!("{}", tail(&out.console, scenarios::CONSOLE_TAIL));
+            Ok(false)
+        }
+    }
+}

@@ -1,0 +1,447 @@
+//! Boots one guest: starts the backend (optionally) and QEMU, waits with a
+//! timeout, collects the console and the backend log, and decides the
+//! scenario's verdict from the guest's result lines.
+//!
+//! Every process started here is owned by a [`ChildGuard`], which kills it by
+//! PID when dropped, so no exit path (error, timeout, panic) leaves QEMU or
+//! the backend running.
+
+use crate::util::tail;
+use anyhow::{bail, Context, Result};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+/// The paravirtual device's identity, as the guest must see it.
+pub const VIRTIO_ID: u16 = 58;
+pub const NUM_VQS: u32 = 2;
+pub const CONFIG_SIZE: u32 = 64;
+pub const VCPUS: u32 = 2;
+
+/// Kills and reaps its child on drop unless it has already exited.
+pub struct ChildGuard {
+    what: String,
+    child: Child,
+}
+
+impl ChildGuard {
+    pub fn spawn(what: &str, cmd: &mut Command) -> Result<Self> {
+        let child = cmd
+            .stdin(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting {what} ({:?})", cmd.get_program()))?;
+        Ok(ChildGuard {
+            what: what.to_string(),
+            child,
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
+        self.child
+            .try_wait()
+            .with_context(|| format!("waiting for {}", self.what))
+    }
+
+    /// Kills the process (by its PID, SIGKILL) and reaps it.
+    pub fn kill(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// What to boot.
+#[derive(Clone, Debug)]
+pub struct GuestRun {
+    /// Passed to the guest as `spe.scenario=`; names integration/guest/scenarios/<name>.sh.
+    pub scenario: String,
+    /// Directory name for this run's logs (a scenario may be booted by
+    /// several tests).
+    pub run_name: String,
+    /// Attach the backend through vhost-user-device-pci.
+    pub backend: bool,
+    pub timeout: Duration,
+}
+
+/// Fixed inputs shared by every run.
+pub struct Rig {
+    pub qemu: PathBuf,
+    pub kernel: PathBuf,
+    /// Kernel headers for out-of-tree guest modules (`make -C`).
+    pub headers: PathBuf,
+    pub initrd: PathBuf,
+    pub backend: PathBuf,
+    pub runs_dir: PathBuf,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    Pass,
+    Fail(String),
+}
+
+#[derive(Debug)]
+pub struct RunOutput {
+    pub verdict: Verdict,
+    /// `SPE-RESULT key=value` pairs, in order.
+    pub results: Vec<(String, String)>,
+    pub console: String,
+    pub backend_log: String,
+    pub elapsed: Duration,
+    pub dir: PathBuf,
+}
+
+impl RunOutput {
+    pub fn result(&self, key: &str) -> Option<&str> {
+        self.results
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Why the runner stopped waiting, before looking at the console.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ending {
+    QemuExited(String),
+    Timeout(Duration),
+    BackendDied(String),
+}
+
+impl Rig {
+    pub fn run(&self, spec: &GuestRun) -> Result<RunOutput> {
+        let dir = self.runs_dir.join(&spec.run_name);
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let console_path = dir.join("console.log");
+        let backend_log = dir.join("backend.log");
+        let socket = dir.join("spe.sock");
+        if socket.as_os_str().len() > 100 {
+            bail!(
+                "socket path {} is too long for a Unix socket; use a shorter CARGO_TARGET_DIR",
+                socket.display()
+            );
+        }
+
+        let start = Instant::now();
+        let mut backend = None;
+        let mut early_failure = None;
+        if spec.backend {
+            let log = fs::File::create(&backend_log)?;
+            let mut b = ChildGuard::spawn(
+                "the backend",
+                Command::new(&self.backend)
+                    .arg("--socket-path")
+                    .arg(&socket)
+                    .arg("--vcpus")
+                    .arg(VCPUS.to_string())
+                    .env(
+                        "RUST_LOG",
+                        std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+                    )
+                    .stdout(log.try_clone()?)
+                    .stderr(log),
+            )?;
+            // QEMU's chardev connects once at start-up, so the socket must
+            // exist first.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                if socket.exists() {
+                    break;
+                }
+                if let Some(st) = b.try_wait()? {
+                    early_failure =
+                        Some(format!("backend exited ({st}) before creating its socket"));
+                    break;
+                }
+                if Instant::now() > deadline {
+                    early_failure = Some("backend did not create its socket within 10 s".into());
+                    break;
+                }
+                sleep(Duration::from_millis(20));
+            }
+            backend = Some(b);
+        }
+
+        let ending = match early_failure {
+            Some(reason) => Ending::BackendDied(reason),
+            None => {
+                let mut qemu = ChildGuard::spawn(
+                    "QEMU",
+                    self.qemu_command(spec, &console_path, &socket)
+                        .stdout(fs::File::create(dir.join("qemu.log"))?)
+                        .stderr(fs::File::create(dir.join("qemu.stderr.log"))?),
+                )?;
+                fs::write(dir.join("qemu.pid"), qemu.pid().to_string())?;
+                wait(&mut qemu, backend.as_mut(), spec.timeout)?
+            }
+        };
+        let elapsed = start.elapsed();
+        if let Some(mut b) = backend {
+            b.kill();
+        }
+
+        let console = read_lossy(&console_path);
+        let mut qemu_stderr = read_lossy(&dir.join("qemu.stderr.log"));
+        qemu_stderr.push_str(&read_lossy(&dir.join("qemu.log")));
+        let backend_text = read_lossy(&backend_log);
+        let parsed = parse_console(&console, &spec.scenario);
+        let verdict = decide(&ending, &parsed, &qemu_stderr);
+        Ok(RunOutput {
+            verdict,
+            results: parsed.results,
+            console,
+            backend_log: backend_text,
+            elapsed,
+            dir,
+        })
+    }
+
+    fn qemu_command(&self, spec: &GuestRun, console: &Path, socket: &Path) -> Command {
+        let mut c = Command::new(&self.qemu);
+        let mem = "1G";
+        c.args(["-M", "virt,gic-version=3,memory-backend=mem"])
+            .args(["-cpu", "max", "-smp", &VCPUS.to_string(), "-m", mem])
+            // vhost-user back ends map guest RAM: it must be a shared memfd.
+            .args([
+                "-object",
+                &format!("memory-backend-memfd,id=mem,size={mem},share=on"),
+            ])
+            // -M virt would add a NIC needing an option ROM we do not build.
+            .args(["-nic", "none", "-display", "none", "-monitor", "none"])
+            .arg("-serial")
+            .arg(format!("file:{}", console.display()))
+            // panic=-1 reboots at once; -no-reboot turns that into an exit.
+            .arg("-no-reboot")
+            .arg("-kernel")
+            .arg(&self.kernel)
+            .arg("-initrd")
+            .arg(&self.initrd)
+            .arg("-append")
+            .arg(format!(
+                "console=ttyAMA0 panic=-1 spe.scenario={} spe.virtio_id={VIRTIO_ID}",
+                spec.scenario
+            ));
+        if spec.backend {
+            c.arg("-chardev")
+                .arg(format!("socket,id=spe0,path={}", socket.display()))
+                .arg("-device")
+                .arg(format!(
+                    "vhost-user-device-pci,chardev=spe0,virtio-id={VIRTIO_ID},num_vqs={NUM_VQS},config_size={CONFIG_SIZE}"
+                ));
+        }
+        c
+    }
+}
+
+fn read_lossy(p: &Path) -> String {
+    fs::read(p)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+/// Polls QEMU (and the backend) until QEMU exits, the backend dies, or the
+/// timeout passes; QEMU is killed on the last two.
+fn wait(
+    qemu: &mut ChildGuard,
+    mut backend: Option<&mut ChildGuard>,
+    timeout: Duration,
+) -> Result<Ending> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(st) = qemu.try_wait()? {
+            return Ok(Ending::QemuExited(st.to_string()));
+        }
+        if let Some(b) = backend.as_deref_mut() {
+            if let Some(st) = b.try_wait()? {
+                // A clean exit after QEMU hung up is the backend's business;
+                // anything else while the guest runs is a crash.
+                if !st.success() {
+                    qemu.kill();
+                    return Ok(Ending::BackendDied(format!("backend crashed ({st})")));
+                }
+            }
+        }
+        if Instant::now() >= deadline {
+            qemu.kill();
+            return Ok(Ending::Timeout(timeout));
+        }
+        sleep(Duration::from_millis(50));
+    }
+}
+
+#[derive(Debug, Default, PartialEq)]
+pub struct Parsed {
+    pub results: Vec<(String, String)>,
+    pub pass: bool,
+    pub fail: Option<String>,
+    pub panic: Option<String>,
+}
+
+/// Extracts result lines, the verdict and any kernel panic from the console.
+pub fn parse_console(console: &str, scenario: &str) -> Parsed {
+    let mut p = Parsed::default();
+    for line in console.lines() {
+        let line = line.trim_end_matches('\r');
+        // Kernel messages may share a line with ours; find our marker.
+        if let Some(i) = line.find("SPE-RESULT ") {
+            for kv in line[i + "SPE-RESULT ".len()..].split_whitespace() {
+                if let Some((k, v)) = kv.split_once('=') {
+                    p.results.push((k.to_string(), v.to_string()));
+                }
+            }
+        } else if let Some(i) = line.find("SPE-SCENARIO-PASS ") {
+            if line[i + "SPE-SCENARIO-PASS ".len()..].trim() == scenario {
+                p.pass = true;
+            }
+        } else if let Some(i) = line.find("SPE-SCENARIO-FAIL ") {
+            let rest = line[i + "SPE-SCENARIO-FAIL ".len()..].trim();
+            let (name, reason) = rest.split_once(' ').unwrap_or((rest, ""));
+            if name == scenario {
+                p.fail = Some(reason.to_string());
+            }
+        } else if let Some(i) = line.find("Kernel panic - not syncing") {
+            p.panic.get_or_insert_with(|| line[i..].to_string());
+        }
+    }
+    p
+}
+
+/// The verdict: a failure from any source beats a PASS line.
+pub fn decide(ending: &Ending, parsed: &Parsed, qemu_stderr: &str) -> Verdict {
+    if let Some(panic) = &parsed.panic {
+        return Verdict::Fail(format!("kernel panic: {panic}"));
+    }
+    match ending {
+        Ending::Timeout(t) => return Verdict::Fail(format!("timeout after {} s", t.as_secs())),
+        Ending::BackendDied(why) => return Verdict::Fail(why.clone()),
+        Ending::QemuExited(_) => {}
+    }
+    if let Some(reason) = &parsed.fail {
+        return Verdict::Fail(format!("guest reported: {reason}"));
+    }
+    if parsed.pass {
+        return Verdict::Pass;
+    }
+    let err = tail(qemu_stderr, 5);
+    if let Ending::QemuExited(st) = ending {
+        if !err.trim().is_empty() {
+            return Verdict::Fail(format!(
+                "QEMU exited ({st}) without a verdict: {}",
+                err.trim()
+            ));
+        }
+    }
+    Verdict::Fail("guest gave no verdict (no SPE-SCENARIO-PASS line)".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &str = "[    0.1] booting\r\nSPE-RESULT kernel=6.1 cpus=2\r\n[ 1.0] virtio: SPE-RESULT a=1 b=x=y\nSPE-SCENARIO-PASS boot\n";
+
+    #[test]
+    fn parses_results_and_pass() {
+        let p = parse_console(OK, "boot");
+        assert!(p.pass);
+        assert_eq!(p.fail, None);
+        assert_eq!(
+            p.results,
+            vec![
+                ("kernel".into(), "6.1".into()),
+                ("cpus".into(), "2".into()),
+                ("a".into(), "1".into()),
+                ("b".into(), "x=y".into())
+            ]
+        );
+        assert_eq!(
+            decide(&Ending::QemuExited("exit status: 0".into()), &p, ""),
+            Verdict::Pass
+        );
+    }
+
+    #[test]
+    fn pass_of_another_scenario_does_not_count() {
+        let p = parse_console(OK, "other");
+        assert!(!p.pass);
+        assert!(matches!(
+            decide(&Ending::QemuExited("0".into()), &p, ""),
+            Verdict::Fail(_)
+        ));
+    }
+
+    #[test]
+    fn fail_line_gives_reason() {
+        let p = parse_console("SPE-SCENARIO-FAIL x no PCI device 1af4:107a\n", "x");
+        assert_eq!(
+            decide(&Ending::QemuExited("0".into()), &p, ""),
+            Verdict::Fail("guest reported: no PCI device 1af4:107a".into())
+        );
+    }
+
+    #[test]
+    fn panic_and_timeout_beat_pass() {
+        let p = parse_console(
+            "SPE-SCENARIO-PASS x\n[ 2.0] Kernel panic - not syncing: sysrq triggered crash\n",
+            "x",
+        );
+        match decide(&Ending::QemuExited("0".into()), &p, "") {
+            Verdict::Fail(r) => assert!(r.contains("Kernel panic - not syncing: sysrq"), "{r}"),
+            v => panic!("{v:?}"),
+        }
+        let p = parse_console("SPE-SCENARIO-PASS x\n", "x");
+        assert_eq!(
+            decide(&Ending::Timeout(Duration::from_secs(7)), &p, ""),
+            Verdict::Fail("timeout after 7 s".into())
+        );
+        assert_eq!(
+            decide(
+                &Ending::BackendDied("backend crashed (signal: 9)".into()),
+                &p,
+                ""
+            ),
+            Verdict::Fail("backend crashed (signal: 9)".into())
+        );
+    }
+
+    #[test]
+    fn qemu_error_is_reported_without_verdict() {
+        let p = parse_console("", "x");
+        match decide(
+            &Ending::QemuExited("exit status: 1".into()),
+            &p,
+            "qemu: bad option\n",
+        ) {
+            Verdict::Fail(r) => assert!(r.contains("bad option"), "{r}"),
+            v => panic!("{v:?}"),
+        }
+    }
+
+    #[test]
+    fn guard_kills_its_child() {
+        let mut g = ChildGuard::spawn("sleep", Command::new("sleep").arg("30")).unwrap();
+        let pid = g.pid();
+        assert!(g.try_wait().unwrap().is_none());
+        drop(g);
+        // Reaped, so the PID no longer names our child.
+        assert!(
+            !Path::new(&format!("/proc/{pid}/cmdline")).exists()
+                || fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                    .map_or(true, |c| !c.starts_with("sleep"))
+        );
+    }
+}

@@ -1,0 +1,248 @@
+//! The guest scenarios and what the host checks after each run.
+
+use crate::runner::{GuestRun, Rig, RunOutput, Verdict, VIRTIO_ID};
+use crate::util::tail;
+use anyhow::Result;
+use std::time::Duration;
+
+/// The backend log lines that prove the vhost-user handshake happened.
+pub const BACKEND_CONNECTED: &str = "vhost-user connection accepted";
+pub const BACKEND_GET_CONFIG: &str = "vhost-user GET_CONFIG";
+
+pub enum Expect {
+    /// The guest must pass and `check` must accept the run.
+    Pass(fn(&RunOutput) -> Result<(), String>),
+    /// The runner must report a failure whose reason contains `reason`,
+    /// with a console tail containing `console` (proves failures surface).
+    RunnerFailure {
+        reason: &'static str,
+        console: &'static str,
+    },
+}
+
+pub struct Scenario {
+    pub name: &'static str,
+    /// integration/guest/scenarios/<guest>.sh
+    pub guest: &'static str,
+    pub backend: bool,
+    pub timeout: Duration,
+    pub expect: Expect,
+}
+
+pub fn all() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "boot",
+            guest: "boot",
+            backend: false,
+            timeout: Duration::from_secs(120),
+            expect: Expect::Pass(|_| Ok(())),
+        },
+        Scenario {
+            name: "virtio-device",
+            guest: "virtio-device",
+            backend: true,
+            timeout: Duration::from_secs(120),
+            expect: Expect::Pass(check_virtio_device),
+        },
+        Scenario {
+            name: "panic-is-reported",
+            guest: "panic",
+            backend: false,
+            timeout: Duration::from_secs(120),
+            expect: Expect::RunnerFailure {
+                reason: "kernel panic",
+                console: "Kernel panic - not syncing",
+            },
+        },
+        Scenario {
+            name: "hang-times-out",
+            guest: "hang",
+            backend: false,
+            // Long enough to reach /init on a slow machine, short enough
+            // not to dominate the suite.
+            timeout: Duration::from_secs(25),
+            expect: Expect::RunnerFailure {
+                reason: "timeout after",
+                console: "SPE-RESULT kernel=",
+            },
+        },
+    ]
+}
+
+/// Guest saw the device with our IDs, backend saw the handshake.
+pub fn check_virtio_device(out: &RunOutput) -> Result<(), String> {
+    let want_pci = format!("0x{:04x}", 0x1040 + VIRTIO_ID);
+    let want_virtio = format!("0x{VIRTIO_ID:04x}");
+    let mut errs = Vec::new();
+    if out.result("pci_device_id") != Some(want_pci.as_str()) {
+        errs.push(format!(
+            "guest PCI device id {:?}, want {want_pci}",
+            out.result("pci_device_id")
+        ));
+    }
+    if out.result("virtio_device_id") != Some(want_virtio.as_str()) {
+        errs.push(format!(
+            "guest virtio device id {:?}, want {want_virtio}",
+            out.result("virtio_device_id")
+        ));
+    }
+    for line in [BACKEND_CONNECTED, BACKEND_GET_CONFIG] {
+        if !out.backend_log.contains(line) {
+            errs.push(format!("backend log lacks {line:?}"));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
+}
+
+/// Judges a run against the scenario's expectation.
+pub fn evaluate(s: &Scenario, out: &RunOutput) -> Result<(), String> {
+    match (&s.expect, &out.verdict) {
+        (Expect::Pass(check), Verdict::Pass) => check(out),
+        (Expect::Pass(_), Verdict::Fail(r)) => Err(r.clone()),
+        (Expect::RunnerFailure { .. }, Verdict::Pass) => {
+            Err("the runner reported PASS for a run that must fail".into())
+        }
+        (Expect::RunnerFailure { reason, console }, Verdict::Fail(r)) => {
+            if !r.contains(reason) {
+                Err(format!(
+                    "runner failed for the wrong reason: {r} (want {reason:?})"
+                ))
+            } else if !tail(&out.console, CONSOLE_TAIL).contains(console) {
+                Err(format!("console tail lacks {console:?}"))
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Lines of console shown for a failed run.
+pub const CONSOLE_TAIL: usize = 30;
+
+pub struct Summary {
+    pub passed: usize,
+    pub failed: usize,
+}
+
+/// Runs `scenarios` in order and prints each result; failures show the
+/// console and backend log tails.
+pub fn run_all(rig: &Rig, scenarios: &[Scenario]) -> Result<Summary> {
+    let mut sum = Summary {
+        passed: 0,
+        failed: 0,
+    };
+    for s in scenarios {
+        let out = rig.run(&GuestRun {
+            scenario: s.guest.to_string(),
+            run_name: s.name.to_string(),
+            backend: s.backend,
+            timeout: s.timeout,
+        })?;
+        let secs = out.elapsed.as_secs_f64();
+        match evaluate(s, &out) {
+            Ok(()) => {
+                sum.passed += 1;
+                match &out.verdict {
+                    Verdict::Pass => println!("PASS {} ({secs:.1} s)", s.name),
+                    Verdict::Fail(r) => {
+                        println!("PASS {} ({secs:.1} s): runner reported {r:?} as expected; console tail:", s.name);
+                        print_indented(&tail(&out.console, 5));
+                    }
+                }
+            }
+            Err(why) => {
+                sum.failed += 1;
+                println!("FAIL {} ({secs:.1} s): {why}", s.name);
+                println!(
+                    "  --- console tail ({}) ---",
+                    out.dir.join("console.log").display()
+                );
+                print_indented(&tail(&out.console, CONSOLE_TAIL));
+                if s.backend {
+                    println!(
+                        "  --- backend log tail ({}) ---",
+                        out.dir.join("backend.log").display()
+                    );
+                    print_indented(&tail(&out.backend_log, 20));
+                }
+            }
+        }
+    }
+    Ok(sum)
+}
+
+fn print_indented(text: &str) {
+    for l in text.lines() {
+        println!("  | {}", l.trim_end_matches('\r'));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn out(verdict: Verdict, results: &[(&str, &str)], console: &str, backend: &str) -> RunOutput {
+        RunOutput {
+            verdict,
+            results: results
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            console: console.into(),
+            backend_log: backend.into(),
+            elapsed: Duration::ZERO,
+            dir: PathBuf::new(),
+        }
+    }
+
+    #[test]
+    fn virtio_device_needs_ids_and_handshake() {
+        let s = &all()[1];
+        let good = out(
+            Verdict::Pass,
+            &[("pci_device_id", "0x107a"), ("virtio_device_id", "0x003a")],
+            "",
+            "[INFO] vhost-user connection accepted\n[INFO] vhost-user GET_CONFIG size=64\n",
+        );
+        assert_eq!(evaluate(s, &good), Ok(()));
+        let no_backend = out(
+            Verdict::Pass,
+            &[("pci_device_id", "0x107a"), ("virtio_device_id", "0x003a")],
+            "",
+            "",
+        );
+        let e = evaluate(s, &no_backend).unwrap_err();
+        assert!(
+            e.contains("connection accepted") && e.contains("GET_CONFIG"),
+            "{e}"
+        );
+        let wrong = out(Verdict::Pass, &[("pci_device_id", "0x1079")], "", "");
+        assert!(evaluate(s, &wrong).unwrap_err().contains("want 0x107a"));
+    }
+
+    #[test]
+    fn expected_failures_need_reason_and_console() {
+        let s = &all()[2];
+        let ok = out(
+            Verdict::Fail("kernel panic: Kernel panic - not syncing: sysrq".into()),
+            &[],
+            "x\nKernel panic - not syncing: sysrq\n",
+            "",
+        );
+        assert_eq!(evaluate(s, &ok), Ok(()));
+        assert!(evaluate(s, &out(Verdict::Pass, &[], "", "")).is_err());
+        let wrong = out(
+            Verdict::Fail("timeout after 5 s".into()),
+            &[],
+            "Kernel panic - not syncing",
+            "",
+        );
+        assert!(evaluate(s, &wrong).is_err());
+    }
+}

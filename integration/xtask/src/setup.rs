@@ -1,0 +1,688 @@
+//! Idempotent, cached set-up: apt sources and packages, the patched QEMU and
+//! the Debian arm64 guest kernel and userland.
+//!
+//! Every step checks a cheap marker first (dpkg state, apt lists, a
+//! `.complete` file in the cache) so a second run with nothing changed only
+//! pays for a few `dpkg-query`/`apt-cache` calls.
+
+use crate::util::{run, run_logged, write_atomic, Step};
+use anyhow::{anyhow, bail, Context, Result};
+use sha2::{Digest, Sha256};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The QEMU release the patch series applies to.
+pub const QEMU_VERSION: &str = "10.0.2";
+const QEMU_TARBALL: &str = "qemu_10.0.2+ds.orig.tar.xz";
+const SUITE: &str = "bookworm";
+const BACKPORTS: &str = "bookworm-backports";
+const BACKPORTS_FILE: &str = "/etc/apt/sources.list.d/vhost-device-spe-backports.sources";
+
+/// Host packages for building QEMU, cross-building guest modules and packing
+/// the initramfs. `meson` and `python3-pycotap` must come from backports
+/// (bookworm's meson 1.0 is too old for QEMU 10).
+const HOST_PACKAGES: &[&str] = &[
+    "build-essential",
+    "pkg-config",
+    "git",
+    "bzip2",
+    "xz-utils",
+    "cpio",
+    "python3-venv",
+    "ninja-build",
+    "libglib2.0-dev",
+    "libpixman-1-dev",
+    "libslirp-dev",
+    "libfdt-dev",
+    "flex",
+    "bison",
+    "libcapstone-dev",
+    "gcc-aarch64-linux-gnu",
+    "binutils-aarch64-linux-gnu",
+];
+const BACKPORTS_PACKAGES: &[&str] = &["meson", "python3-pycotap"];
+
+/// The kernel modules the guest loads, in load order (Debian ships no
+/// modules.dep in an initramfs we build ourselves).
+pub const GUEST_MODULES: &[&str] = &[
+    "virtio_pci_legacy_dev",
+    "virtio_pci_modern_dev",
+    "virtio_pci",
+    "virtio_mmio",
+    "arm_spe_pmu",
+];
+
+/// Where things live: the repository, its cargo target directory, and the
+/// shared cache outside the repository.
+pub struct Paths {
+    pub repo: PathBuf,
+    pub target: PathBuf,
+    pub cache: PathBuf,
+}
+
+impl Paths {
+    pub fn discover() -> Result<Self> {
+        // integration/xtask -> repository root
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .canonicalize()
+            .context("locating the repository root")?;
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| repo.join("target"));
+        let cache = match std::env::var_os("XDG_CACHE_HOME") {
+            Some(x) if !x.is_empty() => PathBuf::from(x),
+            _ => PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?).join(".cache"),
+        }
+        .join("vhost-device-spe");
+        fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
+        Ok(Paths {
+            repo,
+            target,
+            cache,
+        })
+    }
+
+    /// Scratch space for guest images and run logs.
+    pub fn work(&self) -> PathBuf {
+        self.target.join("integration")
+    }
+}
+
+/// Everything a guest run needs, all inside the cache.
+#[derive(Clone, Debug)]
+pub struct Guest {
+    /// Kernel release, e.g. `6.1.0-56-arm64`.
+    pub kver: String,
+    /// Debian package version of the kernel, e.g. `6.1.192-2`.
+    pub kpkg_version: String,
+    /// Raw arm64 `Image` for `-kernel`.
+    pub kernel: PathBuf,
+    /// `lib/modules/<kver>` of the unpacked image package.
+    pub modules: PathBuf,
+    /// Headers tree usable as `make -C` for out-of-tree modules.
+    pub headers: PathBuf,
+    /// Statically linked arm64 busybox.
+    pub busybox: PathBuf,
+}
+
+pub struct Env {
+    pub qemu: PathBuf,
+    pub guest: Guest,
+}
+
+/// Runs the whole set-up and returns where the results are.
+pub fn setup(paths: &Paths) -> Result<Env> {
+    check_host()?;
+    let lists_changed = apt_sources()?;
+    apt_update_if_needed(lists_changed)?;
+    host_packages()?;
+    let qemu = qemu(paths)?;
+    let guest = guest(paths)?;
+    Ok(Env { qemu, guest })
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// A command that may change the system; goes through sudo unless root.
+fn privileged(program: &str) -> Command {
+    if is_root() {
+        Command::new(program)
+    } else {
+        let mut c = Command::new("sudo");
+        c.arg(program);
+        c
+    }
+}
+
+fn check_host() -> Result<()> {
+    let os = fs::read_to_string("/etc/os-release").context("reading /etc/os-release")?;
+    if !os.lines().any(|l| l == format!("VERSION_CODENAME={SUITE}")) {
+        bail!("host check: only Debian {SUITE} hosts are supported (bookworm-backports has QEMU {QEMU_VERSION})");
+    }
+    Ok(())
+}
+
+/// The deb822 stanza for bookworm-backports, built from the stanza of
+/// `sources` that carries the plain `bookworm` suite, so it uses the same
+/// mirror and keyring as the host already trusts.
+pub fn backports_stanza(sources: &str) -> Result<String> {
+    for stanza in sources.split("\n\n") {
+        let field = |name: &str| {
+            stanza.lines().find_map(|l| {
+                l.strip_prefix(name)
+                    .and_then(|r| r.strip_prefix(':'))
+                    .map(|v| v.trim().to_string())
+            })
+        };
+        let Some(suites) = field("Suites") else {
+            continue;
+        };
+        if !suites.split_whitespace().any(|s| s == SUITE) {
+            continue;
+        }
+        let uris = field("URIs").context("apt sources: bookworm stanza has no URIs")?;
+        let mut out =
+            format!("Types: deb deb-src\nURIs: {uris}\nSuites: {BACKPORTS}\nComponents: main\n");
+        if let Some(key) = field("Signed-By") {
+            out.push_str(&format!("Signed-By: {key}\n"));
+        }
+        return Ok(out);
+    }
+    bail!("apt sources: no stanza with `Suites: {SUITE}` in /etc/apt/sources.list.d/debian.sources")
+}
+
+/// Adds bookworm-backports (with deb-src, for QEMU's source) and the arm64
+/// architecture. Returns whether anything changed, i.e. apt lists are stale.
+fn apt_sources() -> Result<bool> {
+    let mut changed = false;
+    let wanted = backports_stanza(
+        &fs::read_to_string("/etc/apt/sources.list.d/debian.sources")
+            .context("apt sources: reading /etc/apt/sources.list.d/debian.sources")?,
+    )?;
+    if fs::read_to_string(BACKPORTS_FILE).ok().as_deref() != Some(wanted.as_str()) {
+        let step = Step::new("apt sources: adding bookworm-backports");
+        if is_root() {
+            fs::write(BACKPORTS_FILE, &wanted)
+                .with_context(|| format!("apt sources: writing {BACKPORTS_FILE}"))?;
+        } else {
+            let tmp = std::env::temp_dir().join("vhost-device-spe-backports.sources");
+            fs::write(&tmp, &wanted)?;
+            run(
+                "apt sources: installing the backports file",
+                privileged("install")
+                    .args(["-m", "644"])
+                    .arg(&tmp)
+                    .arg(BACKPORTS_FILE),
+            )?;
+        }
+        step.done("written");
+        changed = true;
+    }
+    let foreign = run(
+        "dpkg --print-foreign-architectures",
+        Command::new("dpkg").arg("--print-foreign-architectures"),
+    )?;
+    if !foreign.split_whitespace().any(|a| a == "arm64") {
+        run(
+            "dpkg --add-architecture arm64",
+            privileged("dpkg").args(["--add-architecture", "arm64"]),
+        )?;
+        changed = true;
+    }
+    Ok(changed)
+}
+
+/// True when apt has package lists for arm64 and backports sources.
+fn lists_present() -> bool {
+    let Ok(dir) = fs::read_dir("/var/lib/apt/lists") else {
+        return false;
+    };
+    let names: Vec<String> = dir
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let has = |a: &str, b: &str| names.iter().any(|n| n.contains(a) && n.contains(b));
+    has("_bookworm_", "binary-arm64_Packages")
+        && has("bookworm-backports", "_source_Sources")
+        && has("bookworm-backports", "binary-amd64_Packages")
+}
+
+fn apt_update_if_needed(changed: bool) -> Result<()> {
+    if !changed && lists_present() {
+        return Ok(());
+    }
+    apt_update()
+}
+
+fn apt_update() -> Result<()> {
+    let step = Step::new("apt-get update");
+    run(
+        "apt-get update (is a package registry reachable?)",
+        privileged("apt-get").args(["-q", "update"]),
+    )?;
+    step.done("done");
+    Ok(())
+}
+
+/// `dpkg-query` status of each package: those not fully installed.
+fn missing_packages(pkgs: &[&str]) -> Vec<String> {
+    let out = Command::new("dpkg-query")
+        .args(["-W", "-f", "${Package} ${db:Status-Abbrev}\n"])
+        .args(pkgs)
+        .output();
+    let installed: Vec<String> = match out {
+        Ok(o) => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.ends_with(" ii ") || l.ends_with(" ii"))
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .next()
+                    .map(|p| p.split(':').next().unwrap_or(p).to_string())
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    pkgs.iter()
+        .filter(|p| !installed.iter().any(|i| i == *p))
+        .map(|p| p.to_string())
+        .collect()
+}
+
+/// meson must be the backports one (>= 1.5); bookworm's 1.0 fails QEMU 10.
+fn meson_recent() -> bool {
+    let Ok(o) = Command::new("dpkg-query")
+        .args(["-W", "-f", "${Version}", "meson"])
+        .output()
+    else {
+        return false;
+    };
+    let v = String::from_utf8_lossy(&o.stdout);
+    let mut it = v
+        .split(['.', '-', '~', '+'])
+        .filter_map(|x| x.parse::<u32>().ok());
+    matches!((it.next(), it.next()), (Some(maj), Some(min)) if (maj, min) >= (1, 5))
+}
+
+fn host_packages() -> Result<()> {
+    let mut missing = missing_packages(HOST_PACKAGES);
+    let bp_missing = missing_packages(BACKPORTS_PACKAGES);
+    if missing.is_empty() && bp_missing.is_empty() && meson_recent() {
+        return Ok(());
+    }
+    // pkg/suite takes only these two from backports, everything else from
+    // bookworm proper.
+    missing.extend(
+        BACKPORTS_PACKAGES
+            .iter()
+            .map(|p| format!("{p}/{BACKPORTS}")),
+    );
+    let step = Step::new(format!("apt-get install {}", missing.join(" ")));
+    let install = |step_name: &str| {
+        run(
+            step_name,
+            privileged("apt-get")
+                .env("DEBIAN_FRONTEND", "noninteractive")
+                .args(["-q", "-y", "--no-install-recommends", "install"])
+                .args(&missing),
+        )
+    };
+    if install("apt-get install").is_err() {
+        // Stale lists are the usual cause: refresh once and retry.
+        apt_update()?;
+        install("apt-get install of the build and guest packages")?;
+    }
+    step.done("installed");
+    Ok(())
+}
+
+/// Hash of the QEMU version and every patch of the series, in name order:
+/// the key of the QEMU build directory.
+pub fn series_key(patch_dir: &Path) -> Result<String> {
+    let mut patches: Vec<PathBuf> = fs::read_dir(patch_dir)
+        .with_context(|| format!("reading {}", patch_dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "patch"))
+        .collect();
+    patches.sort();
+    let mut h = Sha256::new();
+    h.update(format!("{QEMU_VERSION}\n"));
+    for p in &patches {
+        h.update(fs::read(p).with_context(|| format!("reading {}", p.display()))?);
+    }
+    let digest = h.finalize();
+    Ok(digest.iter().take(8).map(|b| format!("{b:02x}")).collect())
+}
+
+/// Builds the patched `qemu-system-aarch64` once per patch series.
+fn qemu(paths: &Paths) -> Result<PathBuf> {
+    let patch_dir = paths.repo.join("qemu-patches");
+    let key = series_key(&patch_dir)?;
+    let dir = paths
+        .cache
+        .join("qemu")
+        .join(format!("{QEMU_VERSION}-{key}"));
+    let build = dir.join("build");
+    let binary = build.join("qemu-system-aarch64");
+    let complete = dir.join(".complete");
+    if complete.exists() && binary.exists() {
+        return Ok(binary);
+    }
+    fs::create_dir_all(&dir)?;
+
+    let tarball = qemu_source(paths)?;
+    let src = dir.join("src");
+    let src_ok = dir.join(".src-complete");
+    if !src_ok.exists() {
+        let step = Step::new(format!(
+            "QEMU {QEMU_VERSION}: unpacking and applying qemu-patches/"
+        ));
+        let _ = fs::remove_dir_all(&src);
+        fs::create_dir_all(&src)?;
+        run(
+            "unpacking the QEMU source",
+            Command::new("tar")
+                .arg("xf")
+                .arg(&tarball)
+                .arg("-C")
+                .arg(&src)
+                .arg("--strip-components=1"),
+        )?;
+        apply_series(&patch_dir, &src)?;
+        edk2_placeholders(&src)?;
+        write_atomic(&src_ok, b"ok\n")?;
+        step.done("ready");
+    }
+
+    if !build.join("build.ninja").exists() {
+        let step = Step::new("QEMU: configure");
+        let _ = fs::remove_dir_all(&build);
+        fs::create_dir_all(&build)?;
+        run_logged(
+            "QEMU configure",
+            Command::new(src.join("configure"))
+                .current_dir(&build)
+                // The default python3 may be a pyenv build that cannot see
+                // Debian's meson.
+                .arg("--python=/usr/bin/python3")
+                .args([
+                    "--target-list=aarch64-softmmu",
+                    "--enable-plugins",
+                    "--disable-docs",
+                    "--disable-werror",
+                    "--enable-slirp",
+                    "--enable-fdt=system",
+                    "--enable-capstone",
+                    "--disable-download",
+                    "--disable-tools",
+                    "--disable-guest-agent",
+                    "--disable-rust",
+                    "--disable-install-blobs",
+                ]),
+            &build.join("configure.log"),
+        )?;
+        step.done("configured");
+    }
+
+    let jobs = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    let step = Step::new(format!(
+        "QEMU: ninja -j{jobs} qemu-system-aarch64 (about 8 min on 2 cores; log in {})",
+        build.join("ninja.log").display()
+    ));
+    run_logged(
+        "QEMU build (ninja)",
+        Command::new("ninja")
+            .current_dir(&build)
+            .arg(format!("-j{jobs}"))
+            .arg("qemu-system-aarch64"),
+        &build.join("ninja.log"),
+    )?;
+    write_atomic(&complete, b"ok\n")?;
+    step.done("built");
+    Ok(binary)
+}
+
+/// Fetches QEMU's upstream tarball through Debian's source package.
+fn qemu_source(paths: &Paths) -> Result<PathBuf> {
+    let dl = paths.cache.join("downloads");
+    fs::create_dir_all(&dl)?;
+    let tarball = dl.join(QEMU_TARBALL);
+    if tarball.exists() {
+        return Ok(tarball);
+    }
+    let step = Step::new(format!(
+        "apt-get source qemu ({QEMU_VERSION}, bookworm-backports)"
+    ));
+    // The mirror serves the orig tarball but not always the .dsc/.debian
+    // parts, so apt may exit non-zero; the tarball is what counts.
+    let res = run(
+        "apt-get source qemu",
+        Command::new("apt-get").current_dir(&dl).args([
+            "source",
+            "--download-only",
+            "-t",
+            BACKPORTS,
+            "qemu",
+        ]),
+    );
+    if !tarball.exists() {
+        let found: Vec<String> = fs::read_dir(&dl)?
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("qemu_"))
+            .collect();
+        return Err(match res {
+            Err(e) => e.context(format!("QEMU source: {QEMU_TARBALL} was not downloaded")),
+            Ok(_) => anyhow!(
+                "QEMU source: expected {QEMU_TARBALL} from bookworm-backports, got {found:?}"
+            ),
+        });
+    }
+    step.done("downloaded");
+    Ok(tarball)
+}
+
+/// Applies the format-patch series in order. `git apply` works outside a
+/// repository; the ceiling stops it from finding one above the cache.
+fn apply_series(patch_dir: &Path, src: &Path) -> Result<()> {
+    let mut patches: Vec<PathBuf> = fs::read_dir(patch_dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "patch"))
+        .collect();
+    patches.sort();
+    for p in patches {
+        run(
+            &format!("applying {}", p.display()),
+            Command::new("git")
+                .current_dir(src)
+                .env("GIT_CEILING_DIRECTORIES", src.parent().unwrap_or(src))
+                .args(["apply", "-p1", "--whitespace=nowarn"])
+                .arg(&p),
+        )?;
+    }
+    Ok(())
+}
+
+/// The +ds tarball drops the EDK2 firmware images but meson still wants their
+/// .bz2 inputs; `-kernel` boots need no firmware, so empty bzip2 streams do.
+fn edk2_placeholders(src: &Path) -> Result<()> {
+    const EMPTY_BZ2: &[u8] = b"BZh9\x17\x72\x45\x38\x50\x90\x00\x00\x00\x00";
+    let meson = fs::read_to_string(src.join("pc-bios/meson.build"))
+        .context("reading pc-bios/meson.build")?;
+    for word in meson.split('\'') {
+        if word.starts_with("edk2-") && word.ends_with(".fd") {
+            let p = src.join("pc-bios").join(format!("{word}.bz2"));
+            if !p.exists() {
+                fs::write(&p, EMPTY_BZ2)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `apt-cache show` field of the candidate version.
+fn candidate_field(pkg: &str, field: &str) -> Result<String> {
+    let out = run(
+        &format!("apt-cache show {pkg}"),
+        Command::new("apt-cache").args(["show", "--no-all-versions", pkg]),
+    )?;
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}: ")).map(str::to_string))
+        .with_context(|| format!("apt-cache show {pkg}: no {field} field"))
+}
+
+/// The kernel release the `linux-image-arm64` metapackage points at.
+pub fn kernel_release_from_depends(depends: &str) -> Option<String> {
+    depends.lines().find_map(|l| {
+        let pkg = l.trim().strip_prefix("Depends: ")?;
+        let pkg = pkg.split(':').next()?;
+        pkg.strip_prefix("linux-image-").map(str::to_string)
+    })
+}
+
+/// Downloads and unpacks the Debian arm64 kernel (image, headers, kbuild)
+/// and busybox-static, keyed by their package versions.
+fn guest(paths: &Paths) -> Result<Guest> {
+    let depends = run(
+        "apt-cache depends linux-image-arm64:arm64",
+        Command::new("apt-cache").args(["depends", "linux-image-arm64:arm64"]),
+    )?;
+    let kver = kernel_release_from_depends(&depends).context(
+        "resolving the guest kernel: linux-image-arm64:arm64 has no linux-image-* dependency",
+    )?;
+    let abi = kver.trim_end_matches("-arm64").to_string();
+    let image_pkg = format!("linux-image-{kver}:arm64");
+    let kpkg_version = candidate_field(&image_pkg, "Version")?;
+    let kbuild_pkg = format!(
+        "linux-kbuild-{}",
+        abi.split('.').take(2).collect::<Vec<_>>().join(".")
+    );
+
+    let kdir = paths
+        .cache
+        .join("kernel")
+        .join(format!("{kver}_{kpkg_version}"));
+    let root = kdir.join("root");
+    let complete = kdir.join(".complete");
+    if !complete.exists() {
+        let step = Step::new(format!(
+            "guest kernel {kver} ({kpkg_version}): download and unpack"
+        ));
+        let debs = kdir.join("debs");
+        let _ = fs::remove_dir_all(&kdir);
+        fs::create_dir_all(&debs)?;
+        run(
+            "apt-get download of the guest kernel packages",
+            Command::new("apt-get").current_dir(&debs).args([
+                "download",
+                &image_pkg,
+                &format!("linux-headers-{kver}:arm64"),
+                &format!("linux-headers-{abi}-common"),
+                // amd64: its scripts are host binaries.
+                &kbuild_pkg,
+            ]),
+        )?;
+        unpack_debs(&debs, &root)?;
+        fix_headers_makefile(&root, &kver, &abi)?;
+        write_atomic(&complete, b"ok\n")?;
+        step.done("ready");
+    }
+
+    let bb_version = candidate_field("busybox-static:arm64", "Version")?;
+    let bdir = paths
+        .cache
+        .join("busybox")
+        .join(bb_version.replace(':', "_"));
+    let bcomplete = bdir.join(".complete");
+    if !bcomplete.exists() {
+        let step = Step::new(format!("busybox-static {bb_version}: download and unpack"));
+        let debs = bdir.join("debs");
+        let _ = fs::remove_dir_all(&bdir);
+        fs::create_dir_all(&debs)?;
+        run(
+            "apt-get download busybox-static:arm64",
+            Command::new("apt-get")
+                .current_dir(&debs)
+                .args(["download", "busybox-static:arm64"]),
+        )?;
+        unpack_debs(&debs, &bdir.join("root"))?;
+        write_atomic(&bcomplete, b"ok\n")?;
+        step.done("ready");
+    }
+
+    let guest = Guest {
+        kernel: root.join(format!("boot/vmlinuz-{kver}")),
+        modules: root.join(format!("lib/modules/{kver}")),
+        headers: root.join(format!("usr/src/linux-headers-{kver}")),
+        busybox: bdir.join("root/bin/busybox"),
+        kver,
+        kpkg_version,
+    };
+    for p in [&guest.kernel, &guest.modules, &guest.busybox] {
+        if !p.exists() {
+            bail!("guest set-up: {} missing after unpacking", p.display());
+        }
+    }
+    Ok(guest)
+}
+
+fn unpack_debs(debs: &Path, root: &Path) -> Result<()> {
+    fs::create_dir_all(root)?;
+    for e in fs::read_dir(debs)? {
+        let p = e?.path();
+        if p.extension().is_some_and(|x| x == "deb") {
+            run(
+                &format!("unpacking {}", p.display()),
+                Command::new("dpkg-deb").arg("-x").arg(&p).arg(root),
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// The arm64 headers' Makefile includes the common headers by absolute
+/// /usr/src path; point it at the unpacked copy so `make -C` works in the
+/// cache without installing anything.
+fn fix_headers_makefile(root: &Path, kver: &str, abi: &str) -> Result<()> {
+    let mk = root.join(format!("usr/src/linux-headers-{kver}/Makefile"));
+    let Ok(text) = fs::read_to_string(&mk) else {
+        return Ok(());
+    };
+    let common = format!("/usr/src/linux-headers-{abi}-common");
+    let fixed = text.replace(&common, &root.join(&common[1..]).to_string_lossy());
+    fs::write(&mk, fixed).with_context(|| format!("patching {}", mk.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SOURCES: &str = "Types: deb\n# comment\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\nComponents: main\nSigned-By: /usr/share/keyrings/k.gpg\n\nTypes: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\nComponents: main\n";
+
+    #[test]
+    fn backports_stanza_reuses_mirror_and_key() {
+        let s = backports_stanza(SOURCES).unwrap();
+        assert_eq!(
+            s,
+            "Types: deb deb-src\nURIs: http://mirror.example/debian\nSuites: bookworm-backports\nComponents: main\nSigned-By: /usr/share/keyrings/k.gpg\n"
+        );
+    }
+
+    #[test]
+    fn backports_stanza_needs_bookworm() {
+        assert!(backports_stanza("Types: deb\nURIs: x\nSuites: bookworm-security\n").is_err());
+    }
+
+    #[test]
+    fn kernel_release_is_read_from_the_metapackage() {
+        let dep = "linux-image-arm64:arm64\n  Depends: linux-image-6.1.0-56-arm64:arm64\n";
+        assert_eq!(
+            kernel_release_from_depends(dep).as_deref(),
+            Some("6.1.0-56-arm64")
+        );
+        assert_eq!(kernel_release_from_depends("x\n"), None);
+    }
+
+    #[test]
+    fn series_key_changes_with_the_patches() {
+        let d = std::env::temp_dir().join(format!("xtask-key-{}", std::process::id()));
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("0001-a.patch"), "one").unwrap();
+        let k1 = series_key(&d).unwrap();
+        fs::write(d.join("README"), "ignored").unwrap();
+        assert_eq!(k1, series_key(&d).unwrap());
+        fs::write(d.join("0002-b.patch"), "two").unwrap();
+        assert_ne!(k1, series_key(&d).unwrap());
+        fs::remove_dir_all(&d).unwrap();
+    }
+}
