@@ -64,26 +64,19 @@ pub fn tail(text: &str, n: usize) -> String {
 
 /// Prints a step's name and how long it took.
 pub struct Step {
-    name: String,
     start: Instant,
 }
 
 impl Step {
     pub fn new(name: impl Into<String>) -> Self {
-        let name = name.into();
-        eprintln!("==> {name}");
+        eprintln!("==> {}", name.into());
         Step {
-            name,
             start: Instant::now(),
         }
     }
 
     pub fn done(self, note: &str) {
-        eprintln!(
-            "    {} {note} ({:.1} s)",
-            self.name,
-            self.start.elapsed().as_secs_f64()
-        );
+        eprintln!("    {note} in {:.1} s", self.start.elapsed().as_secs_f64());
     }
 }
 
