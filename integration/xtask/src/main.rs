@@ -91,13 +91,21 @@ fn prepare(paths: &Paths) -> Result<Rig> {
     let work = paths.work();
     std::fs::create_dir_all(&work)?;
     let initrd = work.join(format!("initramfs-{}.cpio", env.guest.kver));
+    let t_img = Instant::now();
     initramfs::build(
         &env.guest,
+        Some(&env.perf),
         &paths.repo.join("integration/guest"),
         &[],
         &initrd,
     )
     .context("building the guest initramfs")?;
+    eprintln!(
+        "==> initramfs {} ({} MB) in {:.1} s",
+        initrd.display(),
+        std::fs::metadata(&initrd)?.len() >> 20,
+        t_img.elapsed().as_secs_f64()
+    );
     eprintln!(
         "==> set-up complete in {:.1} s (kernel {} from {}, QEMU {})",
         t.elapsed().as_secs_f64(),

@@ -46,6 +46,16 @@ pub fn all() -> Vec<Scenario> {
             expect: Expect::Pass(check_virtio_device),
         },
         Scenario {
+            name: "perf",
+            guest: "perf",
+            backend: false,
+            timeout: Duration::from_secs(120),
+            expect: Expect::Pass(|out| match out.result("perf_version") {
+                Some(v) if v.starts_with("6.1") => Ok(()),
+                v => Err(format!("guest perf version {v:?}, want 6.1.*")),
+            }),
+        },
+        Scenario {
             name: "panic-is-reported",
             guest: "panic",
             backend: false,
@@ -228,7 +238,11 @@ mod tests {
 
     #[test]
     fn expected_failures_need_reason_and_console() {
-        let s = &all()[2];
+        let s = all()
+            .into_iter()
+            .find(|s| s.name == "panic-is-reported")
+            .unwrap();
+        let s = &s;
         let ok = out(
             Verdict::Fail("kernel panic: Kernel panic - not syncing: sysrq".into()),
             &[],

@@ -110,6 +110,8 @@ pub struct Guest {
 pub struct Env {
     pub qemu: PathBuf,
     pub guest: Guest,
+    /// Unpacked `linux-perf:arm64` and its shared-library closure.
+    pub perf: PathBuf,
 }
 
 /// Runs the whole set-up and returns where the results are.
@@ -120,7 +122,8 @@ pub fn setup(paths: &Paths) -> Result<Env> {
     host_packages()?;
     let qemu = qemu(paths)?;
     let guest = guest(paths)?;
-    Ok(Env { qemu, guest })
+    let perf = perf(paths)?;
+    Ok(Env { qemu, guest, perf })
 }
 
 fn is_root() -> bool {
@@ -342,7 +345,17 @@ pub fn series_key(patch_dir: &Path) -> Result<String> {
 }
 
 /// Builds the patched `qemu-system-aarch64` once per patch series.
+/// `SPE_QEMU=/path/to/qemu-system-aarch64` uses that binary instead, for
+/// iterating on a patch in a QEMU tree without a full rebuild per edit.
 fn qemu(paths: &Paths) -> Result<PathBuf> {
+    if let Some(q) = std::env::var_os("SPE_QEMU").filter(|q| !q.is_empty()) {
+        let q = PathBuf::from(q);
+        if !q.is_file() {
+            bail!("SPE_QEMU={} is not a file", q.display());
+        }
+        eprintln!("==> QEMU from SPE_QEMU: {}", q.display());
+        return Ok(q);
+    }
     let patch_dir = paths.repo.join("qemu-patches");
     let key = series_key(&patch_dir)?;
     let dir = paths
@@ -613,6 +626,119 @@ fn guest(paths: &Paths) -> Result<Guest> {
         }
     }
     Ok(guest)
+}
+
+/// Debian's `linux-perf:arm64` and the packages of its shared-library
+/// closure (found by walking DT_NEEDED; checked again after unpacking).
+const PERF_PACKAGES: &[&str] = &[
+    "linux-perf",
+    "libc6",
+    "libbabeltrace1",
+    "libglib2.0-0",
+    "libpcre2-8-0",
+    "libuuid1",
+    "libopencsd1",
+    "libstdc++6",
+    "libgcc-s1",
+    "libdw1",
+    "libelf1",
+    "libbz2-1.0",
+    "libperl5.36",
+    "libcrypt1",
+    "libpython3.11",
+    "libexpat1",
+    "libslang2",
+    "libunwind8",
+    "libcap2",
+    "libnuma1",
+    "liblzma5",
+    "zlib1g",
+    "libzstd1",
+];
+
+/// The library directories the guest's ld.so searches without a cache.
+pub const GUEST_LIB_DIRS: &[&str] = &["lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu"];
+
+/// Downloads and unpacks perf with its closure, keyed by perf's version.
+fn perf(paths: &Paths) -> Result<PathBuf> {
+    let version = candidate_field("linux-perf:arm64", "Version")?;
+    let dir = paths.cache.join("perf").join(&version);
+    let root = dir.join("root");
+    let complete = dir.join(".complete");
+    if complete.exists() {
+        return Ok(root);
+    }
+    let step = Step::new(format!(
+        "guest perf {version} and its libraries: download and unpack"
+    ));
+    let debs = dir.join("debs");
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&debs)?;
+    run(
+        "apt-get download of linux-perf:arm64 and its libraries",
+        Command::new("apt-get")
+            .current_dir(&debs)
+            .arg("download")
+            .args(PERF_PACKAGES.iter().map(|p| format!("{p}:arm64"))),
+    )?;
+    unpack_debs(&debs, &root)?;
+    let files = perf_closure(&root)?;
+    write_atomic(
+        &dir.join("closure.txt"),
+        (files.join("\n") + "\n").as_bytes(),
+    )?;
+    write_atomic(&complete, b"ok\n")?;
+    step.done("ready");
+    Ok(root)
+}
+
+/// Walks DT_NEEDED from perf and returns the guest paths (relative to
+/// `root`) of every library it loads, soname links and their targets. A
+/// missing soname fails here rather than as a loader error in the guest.
+fn perf_closure(root: &Path) -> Result<Vec<String>> {
+    let needed = |elf: &Path| -> Result<Vec<String>> {
+        let out = run(
+            "aarch64-linux-gnu-readelf -d",
+            Command::new("aarch64-linux-gnu-readelf").arg("-d").arg(elf),
+        )?;
+        Ok(out
+            .lines()
+            .filter(|l| l.contains("(NEEDED)"))
+            .filter_map(|l| l.split('[').nth(1)?.split(']').next().map(str::to_string))
+            .collect())
+    };
+    let mut files = vec![
+        "usr/bin/perf".to_string(),
+        "lib/ld-linux-aarch64.so.1".to_string(),
+    ];
+    let mut todo = needed(&root.join("usr/bin/perf"))?;
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(so) = todo.pop() {
+        if !seen.insert(so.clone()) {
+            continue;
+        }
+        let Some(dir) = GUEST_LIB_DIRS
+            .iter()
+            .find(|d| fs::symlink_metadata(root.join(d).join(&so)).is_ok())
+        else {
+            bail!("perf closure: {so} is needed but no package in PERF_PACKAGES provides it");
+        };
+        let link = format!("{dir}/{so}");
+        files.push(link.clone());
+        let real = fs::canonicalize(root.join(&link))?;
+        let rel = real
+            .strip_prefix(fs::canonicalize(root)?)
+            .context("perf closure: library link points outside the unpacked tree")?
+            .to_string_lossy()
+            .into_owned();
+        if rel != link {
+            files.push(rel);
+        }
+        todo.extend(needed(&real)?);
+    }
+    files.sort();
+    files.dedup();
+    Ok(files)
 }
 
 fn unpack_debs(debs: &Path, root: &Path) -> Result<()> {
