@@ -63,6 +63,7 @@ fn real_main(args: &[String]) -> Result<bool> {
                 run_name: format!("run-{name}"),
                 backend: true,
                 timeout: Duration::from_secs(300),
+                kill_backend_when: None,
             })?;
             print!("{}", out.console);
             eprintln!("--- backend log ---\n{}", out.backend_log);
@@ -201,6 +202,7 @@ fn demo() -> Result<bool> {
         run_name: "demo".into(),
         backend: true,
         timeout: Duration::from_secs(120),
+        kill_backend_when: None,
     })?;
     println!("--- what the guest saw (console lines from /init) ---");
     for l in out.console.lines() {

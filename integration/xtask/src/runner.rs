@@ -48,6 +48,11 @@ impl ChildGuard {
             .with_context(|| format!("waiting for {}", self.what))
     }
 
+    /// Sends SIGKILL without reaping, so a later `try_wait` sees the death.
+    pub fn signal_kill(&mut self) {
+        let _ = self.child.kill();
+    }
+
     /// Kills the process (by its PID, SIGKILL) and reaps it.
     pub fn kill(&mut self) {
         if let Ok(None) = self.child.try_wait() {
@@ -74,6 +79,9 @@ pub struct GuestRun {
     /// Attach the backend through vhost-user-device-pci.
     pub backend: bool,
     pub timeout: Duration,
+    /// Fault injection for testing the runner itself: SIGKILL the backend
+    /// once the console shows this text, as a backend crash would look.
+    pub kill_backend_when: Option<&'static str>,
 }
 
 /// Fixed inputs shared by every run.
@@ -186,7 +194,12 @@ impl Rig {
                         .stderr(fs::File::create(dir.join("qemu.stderr.log"))?),
                 )?;
                 fs::write(dir.join("qemu.pid"), qemu.pid().to_string())?;
-                wait(&mut qemu, backend.as_mut(), spec.timeout)?
+                wait(
+                    &mut qemu,
+                    backend.as_mut(),
+                    spec.timeout,
+                    spec.kill_backend_when.map(|m| (m, console_path.as_path())),
+                )?
             }
         };
         let elapsed = start.elapsed();
@@ -259,9 +272,17 @@ fn wait(
     qemu: &mut ChildGuard,
     mut backend: Option<&mut ChildGuard>,
     timeout: Duration,
+    kill_backend_when: Option<(&str, &Path)>,
 ) -> Result<Ending> {
     let deadline = Instant::now() + timeout;
+    let mut injected = false;
     loop {
+        if let (Some((marker, console)), Some(b)) = (kill_backend_when, backend.as_deref_mut()) {
+            if !injected && read_lossy(console).contains(marker) {
+                injected = true;
+                b.signal_kill();
+            }
+        }
         if let Some(st) = qemu.try_wait()? {
             return Ok(Ending::QemuExited(st.to_string()));
         }

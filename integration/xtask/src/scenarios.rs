@@ -27,6 +27,8 @@ pub struct Scenario {
     pub backend: bool,
     pub timeout: Duration,
     pub expect: Expect,
+    /// See [`GuestRun::kill_backend_when`].
+    pub kill_backend_when: Option<&'static str>,
 }
 
 pub fn all() -> Vec<Scenario> {
@@ -37,6 +39,7 @@ pub fn all() -> Vec<Scenario> {
             backend: false,
             timeout: Duration::from_secs(120),
             expect: Expect::Pass(|_| Ok(())),
+            kill_backend_when: None,
         },
         Scenario {
             name: "virtio-device",
@@ -44,6 +47,7 @@ pub fn all() -> Vec<Scenario> {
             backend: true,
             timeout: Duration::from_secs(120),
             expect: Expect::Pass(check_virtio_device),
+            kill_backend_when: None,
         },
         Scenario {
             name: "perf",
@@ -54,6 +58,7 @@ pub fn all() -> Vec<Scenario> {
                 Some(v) if v.starts_with("6.1") => Ok(()),
                 v => Err(format!("guest perf version {v:?}, want 6.1.*")),
             }),
+            kill_backend_when: None,
         },
         Scenario {
             name: "panic-is-reported",
@@ -64,6 +69,7 @@ pub fn all() -> Vec<Scenario> {
                 reason: "kernel panic",
                 console: "Kernel panic - not syncing",
             },
+            kill_backend_when: None,
         },
         Scenario {
             name: "hang-times-out",
@@ -76,6 +82,20 @@ pub fn all() -> Vec<Scenario> {
                 reason: "timeout after",
                 console: "SPE-RESULT kernel=",
             },
+            kill_backend_when: None,
+        },
+        Scenario {
+            name: "backend-crash-is-reported",
+            guest: "hang",
+            backend: true,
+            timeout: Duration::from_secs(60),
+            expect: Expect::RunnerFailure {
+                reason: "backend crashed",
+                console: "SPE-RESULT kernel=",
+            },
+            // Once the guest runs /init; the crash must end the run long
+            // before the timeout.
+            kill_backend_when: Some("SPE-RESULT kernel="),
         },
     ]
 }
@@ -152,6 +172,7 @@ pub fn run_all(rig: &Rig, scenarios: &[Scenario]) -> Result<Summary> {
             run_name: s.name.to_string(),
             backend: s.backend,
             timeout: s.timeout,
+            kill_backend_when: s.kill_backend_when,
         })?;
         let secs = out.elapsed.as_secs_f64();
         match evaluate(s, &out) {
