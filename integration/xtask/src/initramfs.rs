@@ -64,29 +64,6 @@ impl Archive {
         Ok(())
     }
 
-    /// Adds a host directory tree under `dest`, keeping symlinks as links.
-    #[allow(dead_code)] // kept for guest payloads of later issues
-    pub fn add_tree(&mut self, src: &Path, dest: &str) -> Result<()> {
-        self.add(dest, Node::Dir);
-        for e in fs::read_dir(src).with_context(|| format!("reading {}", src.display()))? {
-            let e = e?;
-            let p = e.path();
-            let name = format!("{dest}/{}", e.file_name().to_string_lossy());
-            let meta = fs::symlink_metadata(&p)?;
-            if meta.file_type().is_symlink() {
-                self.add(
-                    &name,
-                    Node::Symlink(fs::read_link(&p)?.to_string_lossy().into_owned()),
-                );
-            } else if meta.is_dir() {
-                self.add_tree(&p, &name)?;
-            } else {
-                self.add(&name, Node::File(p, meta.permissions().mode() & 0o7777));
-            }
-        }
-        Ok(())
-    }
-
     /// Writes the archive in the kernel's "newc" cpio format.
     pub fn write(&self, out: &Path) -> Result<()> {
         let tmp = out.with_extension("tmp");
@@ -249,4 +226,38 @@ fn add_perf(a: &mut Archive, root: &Path) -> Result<()> {
         a.add_host(&root.join(rel), rel)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newc_archive_layout() {
+        let mut a = Archive::default();
+        a.add("a/b", Node::Data(b"hi".to_vec(), 0o644));
+        a.add("dev/console", Node::CharDev(5, 1));
+        let out = std::env::temp_dir().join(format!("xtask-cpio-{}", std::process::id()));
+        a.write(&out).unwrap();
+        let bytes = fs::read(&out).unwrap();
+        fs::remove_file(&out).unwrap();
+        assert_eq!(bytes.len() % 4, 0);
+        let text = String::from_utf8_lossy(&bytes);
+        // Parents come first (BTreeMap order: "a" < "a/b" < "dev" < ...).
+        let names: Vec<&str> = ["a\0", "a/b\0", "dev\0", "dev/console\0", "TRAILER!!!\0"]
+            .into_iter()
+            .collect();
+        let mut pos = 0;
+        for n in names {
+            let at = text[pos..]
+                .find(n)
+                .unwrap_or_else(|| panic!("{n:?} missing"))
+                + pos;
+            assert_eq!(&text[at - 110..at - 104], "070701");
+            pos = at;
+        }
+        // The char device carries rdev 5:1.
+        let at = text.find("dev/console\0").unwrap() - 110;
+        assert_eq!(&text[at + 6 + 9 * 8..at + 6 + 11 * 8], "0000000500000001");
+    }
 }
