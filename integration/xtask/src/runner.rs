@@ -7,10 +7,11 @@
 //! the backend running.
 
 use crate::util::tail;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -65,6 +66,15 @@ impl ChildGuard {
 impl Drop for ChildGuard {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Deletes a file (the backend's socket) when dropped.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
     }
 }
 
@@ -136,13 +146,16 @@ impl Rig {
         fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let console_path = dir.join("console.log");
         let backend_log = dir.join("backend.log");
-        let socket = dir.join("spe.sock");
-        if socket.as_os_str().len() > 100 {
-            bail!(
-                "socket path {} is too long for a Unix socket; use a shorter CARGO_TARGET_DIR",
-                socket.display()
-            );
-        }
+        // Unix socket paths are limited to 108 bytes, and the checkout path
+        // is not ours to choose: keep the socket in the temp directory.
+        static SEQ: AtomicU32 = AtomicU32::new(0);
+        let socket = std::env::temp_dir().join(format!(
+            "vhost-device-spe-{}-{}.sock",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_file(&socket);
+        let _cleanup = RemoveOnDrop(socket.clone());
 
         let start = Instant::now();
         let mut backend = None;
