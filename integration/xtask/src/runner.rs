@@ -9,6 +9,7 @@
 use crate::util::tail;
 use anyhow::{Context, Result};
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -29,6 +30,17 @@ pub struct ChildGuard {
 
 impl ChildGuard {
     pub fn spawn(what: &str, cmd: &mut Command) -> Result<Self> {
+        // If xtask itself is killed (SIGKILL, CI timeout), Drop never runs:
+        // have the kernel kill the child when its parent dies.
+        // SAFETY: prctl is async-signal-safe and touches no parent state.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         let child = cmd
             .stdin(Stdio::null())
             .spawn()
