@@ -309,6 +309,17 @@ fn wait(
             }
         }
         if let Some(st) = qemu.try_wait()? {
+            // QEMU may die of the backend's crash (10.0.2 can abort on a
+            // vhost-user disconnect) before we saw it: name the first cause.
+            if let Some(b) = backend.as_deref_mut() {
+                if let Some(bst) = b.try_wait()? {
+                    if !bst.success() {
+                        return Ok(Ending::BackendDied(format!(
+                            "backend crashed ({bst}); QEMU then exited ({st})"
+                        )));
+                    }
+                }
+            }
             return Ok(Ending::QemuExited(st.to_string()));
         }
         if let Some(b) = backend.as_deref_mut() {
