@@ -121,8 +121,9 @@ pub fn setup(paths: &Paths) -> Result<Env> {
     apt_update_if_needed(lists_changed)?;
     host_packages()?;
     let qemu = qemu(paths)?;
-    let guest = guest(paths)?;
-    let perf = perf(paths)?;
+    let c = candidates()?;
+    let guest = guest(paths, &c)?;
+    let perf = perf(paths, &c)?;
     Ok(Env { qemu, guest, perf })
 }
 
@@ -522,39 +523,81 @@ fn edk2_placeholders(src: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `apt-cache show` field of the candidate version.
-fn candidate_field(pkg: &str, field: &str) -> Result<String> {
-    let out = run(
-        &format!("apt-cache show {pkg}"),
-        Command::new("apt-cache").args(["show", "--no-all-versions", pkg]),
-    )?;
-    out.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}: ")).map(str::to_string))
-        .with_context(|| format!("apt-cache show {pkg}: no {field} field"))
+/// Candidate versions of the guest packages, from one `apt-cache show`
+/// (apt's binary cache may be disabled, making each call cost seconds).
+pub struct Candidates {
+    /// Kernel release the `linux-image-arm64` metapackage points at.
+    pub kver: String,
+    /// Debian version of that kernel image package.
+    pub kernel: String,
+    pub busybox: String,
+    pub perf: String,
 }
 
-/// The kernel release the `linux-image-arm64` metapackage points at.
-pub fn kernel_release_from_depends(depends: &str) -> Option<String> {
-    depends.lines().find_map(|l| {
-        let pkg = l.trim().strip_prefix("Depends: ")?;
-        let pkg = pkg.split(':').next()?;
-        pkg.strip_prefix("linux-image-").map(str::to_string)
+const CANDIDATE_PACKAGES: &[&str] = &[
+    "linux-image-arm64:arm64",
+    "busybox-static:arm64",
+    "linux-perf:arm64",
+];
+
+fn candidates() -> Result<Candidates> {
+    let out = run(
+        "apt-cache show of the guest packages",
+        Command::new("apt-cache")
+            .args(["show", "--no-all-versions"])
+            .args(CANDIDATE_PACKAGES),
+    )?;
+    parse_candidates(&out)
+}
+
+/// Parses `apt-cache show` stanzas of [`CANDIDATE_PACKAGES`].
+pub fn parse_candidates(text: &str) -> Result<Candidates> {
+    let mut fields = std::collections::HashMap::new();
+    let mut pkg = String::new();
+    for l in text.lines() {
+        if let Some(p) = l.strip_prefix("Package: ") {
+            pkg = p.trim().to_string();
+        } else if let Some((k, v)) = l.split_once(": ") {
+            if k == "Version" || k == "Depends" {
+                fields.insert((pkg.clone(), k.to_string()), v.trim().to_string());
+            }
+        }
+    }
+    let get = |p: &str, k: &str| {
+        fields
+            .get(&(p.to_string(), k.to_string()))
+            .cloned()
+            .with_context(|| format!("apt-cache show: no {k} for {p}:arm64"))
+    };
+    // "linux-image-6.1.0-56-arm64 (= 6.1.192-2)"
+    let dep = get("linux-image-arm64", "Depends")?;
+    let (kpkg, kernel) = dep
+        .split(',')
+        .find_map(|d| {
+            let (name, ver) = d.trim().split_once(" (= ")?;
+            Some((
+                name.strip_prefix("linux-image-")?,
+                ver.trim_end_matches(')'),
+            ))
+        })
+        .with_context(|| {
+            format!("resolving the guest kernel from linux-image-arm64's Depends: {dep:?}")
+        })?;
+    Ok(Candidates {
+        kver: kpkg.to_string(),
+        kernel: kernel.to_string(),
+        busybox: get("busybox-static", "Version")?,
+        perf: get("linux-perf", "Version")?,
     })
 }
 
 /// Downloads and unpacks the Debian arm64 kernel (image, headers, kbuild)
 /// and busybox-static, keyed by their package versions.
-fn guest(paths: &Paths) -> Result<Guest> {
-    let depends = run(
-        "apt-cache depends linux-image-arm64:arm64",
-        Command::new("apt-cache").args(["depends", "linux-image-arm64:arm64"]),
-    )?;
-    let kver = kernel_release_from_depends(&depends).context(
-        "resolving the guest kernel: linux-image-arm64:arm64 has no linux-image-* dependency",
-    )?;
+fn guest(paths: &Paths, c: &Candidates) -> Result<Guest> {
+    let kver = c.kver.clone();
     let abi = kver.trim_end_matches("-arm64").to_string();
     let image_pkg = format!("linux-image-{kver}:arm64");
-    let kpkg_version = candidate_field(&image_pkg, "Version")?;
+    let kpkg_version = c.kernel.clone();
     let kbuild_pkg = format!(
         "linux-kbuild-{}",
         abi.split('.').take(2).collect::<Vec<_>>().join(".")
@@ -590,7 +633,7 @@ fn guest(paths: &Paths) -> Result<Guest> {
         step.done("ready");
     }
 
-    let bb_version = candidate_field("busybox-static:arm64", "Version")?;
+    let bb_version = c.busybox.clone();
     let bdir = paths
         .cache
         .join("busybox")
@@ -660,8 +703,8 @@ const PERF_PACKAGES: &[&str] = &[
 pub const GUEST_LIB_DIRS: &[&str] = &["lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu"];
 
 /// Downloads and unpacks perf with its closure, keyed by perf's version.
-fn perf(paths: &Paths) -> Result<PathBuf> {
-    let version = candidate_field("linux-perf:arm64", "Version")?;
+fn perf(paths: &Paths, c: &Candidates) -> Result<PathBuf> {
+    let version = c.perf.clone();
     let dir = paths.cache.join("perf").join(&version);
     let root = dir.join("root");
     let complete = dir.join(".complete");
@@ -790,13 +833,14 @@ mod tests {
     }
 
     #[test]
-    fn kernel_release_is_read_from_the_metapackage() {
-        let dep = "linux-image-arm64:arm64\n  Depends: linux-image-6.1.0-56-arm64:arm64\n";
-        assert_eq!(
-            kernel_release_from_depends(dep).as_deref(),
-            Some("6.1.0-56-arm64")
-        );
-        assert_eq!(kernel_release_from_depends("x\n"), None);
+    fn candidates_resolve_the_kernel_abi() {
+        let show = "Package: linux-image-arm64\nVersion: 6.1.192-2\nArchitecture: arm64\nDepends: linux-image-6.1.0-56-arm64 (= 6.1.192-2)\n\nPackage: busybox-static\nVersion: 1:1.35.0-4+b1\n\nPackage: linux-perf\nVersion: 6.1.192-2\nDepends: libc6 (>= 2.34), perl:any\n";
+        let c = parse_candidates(show).unwrap();
+        assert_eq!(c.kver, "6.1.0-56-arm64");
+        assert_eq!(c.kernel, "6.1.192-2");
+        assert_eq!(c.busybox, "1:1.35.0-4+b1");
+        assert_eq!(c.perf, "6.1.192-2");
+        assert!(parse_candidates("Package: linux-image-arm64\nDepends: foo\n").is_err());
     }
 
     #[test]
