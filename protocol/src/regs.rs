@@ -214,8 +214,9 @@ fields!(
 fields!(
     /// PMSFCR_EL1.
     PMSFCR_EL1 { FE = Field::bit(0), FT = Field::bit(1), FL = Field::bit(2),
-        FNE = Field::bit(3), FDS = Field::bit(4), B = Field::bit(16), LD = Field::bit(17),
-        ST = Field::bit(18), BM = Field::bit(19), LDM = Field::bit(20), STM = Field::bit(21) }
+        FNE = Field::bit(3), FDS = Field::bit(4), TYPE = Field::bits(20, 16),
+        B = Field::bit(16), LD = Field::bit(17), ST = Field::bit(18), FP = Field::bit(19),
+        SIMD = Field::bit(20), TYPEM = Field::bits(28, 24) }
 );
 fields!(
     /// PMSLATFR_EL1.
@@ -256,6 +257,8 @@ fields!(
     /// SCR_EL3, the fields the model reads.
     SCR_EL3 { NS = Field::bit(0), EEL2 = Field::bit(18), NSE = Field::bit(62) }
 );
+// MDCR_EL3.{PMSEE, PMSSE} and MDCR_EL2.PMSSE positions are from the Arm ARM
+// register descriptions (DDI0487 L.a); the seeds do not give them.
 fields!(
     /// MDCR_EL3, the fields the model reads.
     MDCR_EL3 { NSPB = Field::bits(13, 12), PMSEE = Field::bits(43, 42),
@@ -264,11 +267,11 @@ fields!(
 fields!(
     /// MDCR_EL2, the fields the model reads.
     MDCR_EL2 { TPMS = Field::bit(14), E2PB = Field::bits(13, 12), HPMFZS = Field::bit(36),
-        PMSSE = Field::bits(51, 50) }
+        PMSSE = Field::bits(31, 30) }
 );
 fields!(
     /// HCR_EL2, the fields the model reads.
-    HCR_EL2 { TGE = Field::bit(27), E2H = Field::bit(34), NV = Field::bit(42), NV1 = Field::bit(43) }
+    HCR_EL2 { VM = Field::bit(0), TGE = Field::bit(27), E2H = Field::bit(34) }
 );
 fields!(
     /// ID_AA64DFR0_EL1, the SPE and snapshot fields.
@@ -331,6 +334,59 @@ pub enum SecurityState {
     NonSecure = 1,
     Root = 2,
     Realm = 3,
+}
+
+/// The PE state that controls the SPU, as raw register values plus the
+/// current exception level. Front ends send it whenever it changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeContext {
+    /// Current exception level (the accessing EL for register accesses).
+    pub el: El,
+    pub scr_el3: u64,
+    pub mdcr_el3: u64,
+    pub mdcr_el2: u64,
+    pub hcr_el2: u64,
+    /// The PE is in Debug state (`Halted()`).
+    pub halted: bool,
+    /// The OS Lock is locked (`OSLockStatus()`).
+    pub os_lock: bool,
+    pub cntvoff_el2: u64,
+    pub cntpoff_el2: u64,
+}
+
+impl Default for PeContext {
+    /// A Non-secure EL1 kernel: what a Linux guest without EL2/EL3 is.
+    fn default() -> Self {
+        PeContext {
+            el: El::El1,
+            scr_el3: SCR_EL3::NS.mask(),
+            // NSPB = 0b11: Non-secure owns the buffer; E2PB = 0b11: EL1 owns it.
+            mdcr_el3: MDCR_EL3::NSPB.set(0, 0b11) | MDCR_EL3::PMSEE.set(0, 0b01)
+                | MDCR_EL3::PMSSE.set(0, 0b01),
+            mdcr_el2: MDCR_EL2::E2PB.set(0, 0b11) | MDCR_EL2::PMSSE.set(0, 0b01),
+            hcr_el2: 0,
+            halted: false,
+            os_lock: false,
+            cntvoff_el2: 0,
+            cntpoff_el2: 0,
+        }
+    }
+}
+
+/// The translation registers the SPU needs to write a virtually addressed
+/// Profiling Buffer (nVM = 0) in the owning translation regime.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TranslationRegs {
+    pub sctlr_el1: u64,
+    pub tcr_el1: u64,
+    pub ttbr0_el1: u64,
+    pub ttbr1_el1: u64,
+    pub sctlr_el2: u64,
+    pub tcr_el2: u64,
+    pub ttbr0_el2: u64,
+    pub ttbr1_el2: u64,
+    pub vtcr_el2: u64,
+    pub vttbr_el2: u64,
 }
 
 #[cfg(test)]
