@@ -408,3 +408,404 @@ impl Packet {
         }
     }
 }
+
+/// Why a byte stream failed to decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeErrorKind {
+    /// The packet starting with `header` needs `needed` bytes but only `available` remain.
+    Truncated {
+        header: u8,
+        needed: usize,
+        available: usize,
+    },
+    /// The header byte matches no packet type.
+    UnknownHeader(u8),
+    /// An extended header (0x20..=0x23) followed by a byte that is not an address/counter header.
+    UnknownExtendedHeader(u8, u8),
+}
+
+impl fmt::Display for DecodeErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            DecodeErrorKind::Truncated {
+                header,
+                needed,
+                available,
+            } => write!(
+                f,
+                "truncated packet: header 0x{header:02x} needs {needed} bytes, {available} left"
+            ),
+            DecodeErrorKind::UnknownHeader(h) => write!(f, "unknown header byte 0x{h:02x}"),
+            DecodeErrorKind::UnknownExtendedHeader(h0, h1) => {
+                write!(f, "unknown extended header 0x{h0:02x} 0x{h1:02x}")
+            }
+        }
+    }
+}
+
+/// A decode failure at byte `offset` (the start of the bad packet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecodeError {
+    pub offset: usize,
+    pub kind: DecodeErrorKind,
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "at offset {}: {}", self.offset, self.kind)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+#[inline]
+fn read_le(bytes: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w[..bytes.len()].copy_from_slice(bytes);
+    u64::from_le_bytes(w)
+}
+
+impl Packet {
+    /// Decodes the packet at the start of `bytes`; returns it and its length.
+    pub fn decode(bytes: &[u8]) -> Result<(Packet, usize), DecodeErrorKind> {
+        let Some(&hdr) = bytes.first() else {
+            return Err(DecodeErrorKind::Truncated {
+                header: 0,
+                needed: 1,
+                available: 0,
+            });
+        };
+        // Returns the payload after `hdr_len` header bytes, or a truncation error.
+        let payload = |hdr_len: usize, len: usize| -> Result<u64, DecodeErrorKind> {
+            let total = hdr_len + len;
+            match bytes.get(hdr_len..total) {
+                Some(p) => Ok(read_le(p)),
+                None => Err(DecodeErrorKind::Truncated {
+                    header: hdr,
+                    needed: total,
+                    available: bytes.len(),
+                }),
+            }
+        };
+        let pkt = match hdr {
+            HDR_PAD => return Ok((Packet::Padding, 1)),
+            HDR_END => return Ok((Packet::End, 1)),
+            HDR_TIMESTAMP => return Ok((Packet::Timestamp(payload(1, 8)?), 9)),
+            _ if hdr & HDR_SIZED_MASK == HDR_EVENTS || hdr & HDR_SIZED_MASK == HDR_DATA_SOURCE => {
+                let len = PayloadLen::from_header(hdr);
+                let v = payload(1, len.bytes())?;
+                let p = if hdr & HDR_SIZED_MASK == HDR_EVENTS {
+                    Packet::Events { len, bits: v }
+                } else {
+                    Packet::DataSource { len, value: v }
+                };
+                return Ok((p, 1 + len.bytes()));
+            }
+            0x64 | 0x65 => Packet::Context {
+                el2: hdr & 1 != 0,
+                id: payload(1, 4)? as u32,
+            },
+            0x48 => Packet::OpType(OpType::Other(payload(1, 1)? as u8)),
+            0x49 => Packet::OpType(OpType::LoadStore(payload(1, 1)? as u8)),
+            0x4A => Packet::OpType(OpType::Branch(payload(1, 1)? as u8)),
+            _ => {
+                // Address and counter share the short/extended header scheme.
+                let (hdr_len, h, hi) = if hdr & 0xFC == HDR_EXTENDED {
+                    match bytes.get(1) {
+                        Some(&h1) => (2, h1, (hdr & 3) << 3),
+                        None => {
+                            return Err(DecodeErrorKind::Truncated {
+                                header: hdr,
+                                needed: 2,
+                                available: 1,
+                            })
+                        }
+                    }
+                } else {
+                    (1, hdr, 0)
+                };
+                let idx = hi | (h & 7);
+                match h & 0xF8 {
+                    HDR_ADDRESS => {
+                        let p = payload(hdr_len, 8)?;
+                        return Ok((
+                            Packet::Address {
+                                index: AddressIndex::from_raw(idx),
+                                payload: p,
+                            },
+                            hdr_len + 8,
+                        ));
+                    }
+                    HDR_COUNTER => {
+                        let v = payload(hdr_len, 2)? as u16;
+                        return Ok((
+                            Packet::Counter {
+                                index: CounterIndex::from_raw(idx),
+                                value: v,
+                            },
+                            hdr_len + 2,
+                        ));
+                    }
+                    _ if hdr_len == 2 => {
+                        return Err(DecodeErrorKind::UnknownExtendedHeader(hdr, h))
+                    }
+                    _ => return Err(DecodeErrorKind::UnknownHeader(hdr)),
+                }
+            }
+        };
+        let len = pkt.encoded_len();
+        Ok((pkt, len))
+    }
+}
+
+/// Iterator over the packets of a byte stream; stops after the first error.
+#[derive(Clone, Debug)]
+pub struct Decoder<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    failed: bool,
+}
+
+impl<'a> Decoder<'a> {
+    /// Byte offset of the next packet.
+    pub fn offset(&self) -> usize {
+        self.pos
+    }
+
+    /// Bytes not yet consumed.
+    pub fn remaining(&self) -> &'a [u8] {
+        &self.bytes[self.pos..]
+    }
+}
+
+/// Decodes `bytes` packet by packet, yielding `(offset, packet)`.
+pub fn decode(bytes: &[u8]) -> Decoder<'_> {
+    Decoder {
+        bytes,
+        pos: 0,
+        failed: false,
+    }
+}
+
+impl Iterator for Decoder<'_> {
+    type Item = Result<(usize, Packet), DecodeError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.pos >= self.bytes.len() {
+            return None;
+        }
+        let offset = self.pos;
+        match Packet::decode(&self.bytes[offset..]) {
+            Ok((pkt, len)) => {
+                self.pos += len;
+                Some(Ok((offset, pkt)))
+            }
+            Err(kind) => {
+                // Resynchronising inside SPE data is guesswork; stop at the first bad packet.
+                self.failed = true;
+                Some(Err(DecodeError { offset, kind }))
+            }
+        }
+    }
+}
+
+impl core::iter::FusedIterator for Decoder<'_> {}
+
+/// Names perf prints for architected event bits, in perf's order.
+const EVENT_NAMES: [(u64, &str); 22] = [
+    (events::EXCEPTION_GEN, "EXCEPTION-GEN"),
+    (events::RETIRED, "RETIRED"),
+    (events::L1D_ACCESS, "L1D-ACCESS"),
+    (events::L1D_REFILL, "L1D-REFILL"),
+    (events::TLB_ACCESS, "TLB-ACCESS"),
+    (events::TLB_WALK, "TLB-REFILL"),
+    (events::NOT_TAKEN, "NOT-TAKEN"),
+    (events::MISPRED, "MISPRED"),
+    (events::LLC_ACCESS, "LLC-ACCESS"),
+    (events::LLC_MISS, "LLC-REFILL"),
+    (events::REMOTE_ACCESS, "REMOTE-ACCESS"),
+    (events::MISALIGNED, "ALIGNMENT"),
+    (events::TRANSACTIONAL, "TXN"),
+    (events::PARTIAL_PREDICATE, "SVE-PARTIAL-PRED"),
+    (events::EMPTY_PREDICATE, "SVE-EMPTY-PRED"),
+    (events::L2D_ACCESS, "L2D-ACCESS"),
+    (events::L2D_MISS, "L2D-MISS"),
+    (events::CACHE_DATA_MODIFIED, "HITM"),
+    (events::RECENTLY_FETCHED, "LFB"),
+    (events::DATA_SNOOPED, "SNOOPED"),
+    (events::STREAMING_SVE, "STREAMING-SVE"),
+    (events::SMCU, "SMCU"),
+];
+
+fn fmt_events(f: &mut fmt::Formatter<'_>, mut bits: u64) -> fmt::Result {
+    f.write_str("EV")?;
+    for (bit, name) in EVENT_NAMES {
+        if bits & bit != 0 {
+            write!(f, " {name}")?;
+        }
+        bits &= !bit;
+    }
+    // perf prints the leftovers (IMPDEF or not yet architected) as a bit list.
+    if bits != 0 {
+        f.write_str(" IMPDEF:")?;
+        let mut first = true;
+        while bits != 0 {
+            let i = bits.trailing_zeros();
+            if !first {
+                f.write_str(",")?;
+            }
+            write!(f, "{i}")?;
+            first = false;
+            bits &= bits - 1;
+        }
+    }
+    Ok(())
+}
+
+fn fmt_op(f: &mut fmt::Formatter<'_>, op_type: OpType) -> fmt::Result {
+    use self::op::*;
+    let sve_evl = |v: u8| 32u32 << ((v >> 4) & 7);
+    match op_type {
+        OpType::Other(v) => {
+            if v & OTHER_SVE_SME_MASK == OTHER_SVE {
+                write!(f, "SVE-OTHER EVLEN {}", sve_evl(v))?;
+                if v & OTHER_FP != 0 {
+                    f.write_str(" FP")?;
+                }
+                if v & OTHER_SVE_PRED != 0 {
+                    f.write_str(" PRED")?;
+                }
+            } else if v & OTHER_SVE_SME_MASK == OTHER_SME {
+                let ets = 128u32 << ((((v >> 4) & 7) << 1) | ((v >> 2) & 1));
+                write!(f, "SME-OTHER ETS {ets}")?;
+                if v & OTHER_FP != 0 {
+                    f.write_str(" FP")?;
+                }
+            } else if v & OTHER_OTHER_MASK == 0 {
+                f.write_str("OTHER")?;
+                if v & OTHER_ASE != 0 {
+                    f.write_str(" ASE")?;
+                }
+                if v & OTHER_FP != 0 {
+                    f.write_str(" FP")?;
+                }
+                f.write_str(if v & OTHER_COND_SELECT != 0 {
+                    " COND-SELECT"
+                } else {
+                    " INSN-OTHER"
+                })?;
+            } else {
+                // perf prints nothing here; use its raw fallback notation instead.
+                write!(f, "OP-TYPE 0x{v:x} (0)")?;
+            }
+        }
+        OpType::LoadStore(v) => {
+            f.write_str(if v & LDST_STORE != 0 { "ST" } else { "LD" })?;
+            let sub = v & LDST_SUBCLASS_MASK;
+            if v & LDST_EXT_MASK == LDST_EXT {
+                for (bit, name) in [(LDST_AT, " AT"), (LDST_EXCL, " EXCL"), (LDST_AR, " AR")] {
+                    if v & bit != 0 {
+                        f.write_str(name)?;
+                    }
+                }
+            } else if sub == LDST_SIMD_FP {
+                f.write_str(" SIMD-FP")?;
+            } else if sub == LDST_GP {
+                f.write_str(" GP-REG")?;
+            } else if sub == LDST_UNSPEC {
+                f.write_str(" UNSPEC-REG")?;
+            } else if sub == LDST_NV_SYSREG {
+                f.write_str(" NV-SYSREG")?;
+            } else if sub == LDST_MTE_TAG {
+                f.write_str(" MTE-TAG")?;
+            } else if sub == LDST_MEMCPY {
+                f.write_str(" MEMCPY")?;
+            } else if v == LDST_MEMSET {
+                f.write_str(" MEMSET")?;
+            } else if v & LDST_SVE_MASK == LDST_SVE {
+                write!(f, " SVE-SME-REG EVLEN {}", sve_evl(v))?;
+                if v & LDST_SVE_PRED != 0 {
+                    f.write_str(" PRED")?;
+                }
+                if v & LDST_SVE_SG != 0 {
+                    f.write_str(" SG")?;
+                }
+            } else if v & LDST_GCS_MASK == LDST_GCS {
+                f.write_str(" GCS")?;
+                if v & LDST_GCS_COMM != 0 {
+                    f.write_str(" COMM")?;
+                }
+            }
+        }
+        OpType::Branch(v) => {
+            f.write_str("B")?;
+            for (bit, name) in [
+                (BRANCH_COND, " COND"),
+                (BRANCH_IND, " IND"),
+                (BRANCH_GCS, " GCS"),
+            ] {
+                if v & bit != 0 {
+                    f.write_str(name)?;
+                }
+            }
+            match v & BRANCH_CR_MASK {
+                BRANCH_CR_BL => f.write_str(" CR-BL")?,
+                BRANCH_CR_RET => f.write_str(" CR-RET")?,
+                BRANCH_CR_NON_BL_RET => f.write_str(" CR-NON-BL-RET")?,
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `perf report -D` notation (Linux `arm_spe_pkt_desc()`), without IMPDEF
+/// decoding that needs the CPU's MIDR.
+impl fmt::Display for Packet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Packet::Padding => f.write_str("PAD"),
+            Packet::End => f.write_str("END"),
+            Packet::Timestamp(ts) => write!(f, "TS {ts}"),
+            Packet::Events { bits, .. } => fmt_events(f, bits),
+            // perf prints the data source as a signed decimal ("%lld").
+            Packet::DataSource { value, .. } => write!(f, "DATA-SOURCE {}", value as i64),
+            Packet::Context { el2, id } => write!(f, "CONTEXT 0x{id:x} el{}", 1 + el2 as u8),
+            Packet::OpType(op) => fmt_op(f, op),
+            Packet::Address { index, payload } => {
+                let addr = payload & ADDR_BYTES_0_6;
+                let ns = payload >> 63;
+                match index {
+                    AddressIndex::Pc
+                    | AddressIndex::BranchTarget
+                    | AddressIndex::PrevBranchTarget => {
+                        let name = match index {
+                            AddressIndex::Pc => "PC",
+                            AddressIndex::BranchTarget => "TGT",
+                            _ => "PBT",
+                        };
+                        let el = (payload >> 61) & 3;
+                        write!(f, "{name} 0x{addr:x} el{el} ns={ns}")
+                    }
+                    AddressIndex::DataVirtual => write!(f, "VA 0x{payload:x}"),
+                    AddressIndex::DataPhysical => {
+                        let ch = (payload >> 62) & 1;
+                        let pat = (payload >> 56) & 0xF;
+                        write!(f, "PA 0x{addr:x} ns={ns} ch={ch} pat={pat:x}")
+                    }
+                    AddressIndex::Other(i) => write!(f, "ADDR 0x{payload:x} ({i})"),
+                }
+            }
+            Packet::Counter { index, value } => {
+                // perf prints "LAT <n> " and then nothing for indices it does not name.
+                write!(f, "LAT {value} ")?;
+                match index {
+                    CounterIndex::TotalLatency => f.write_str("TOT"),
+                    CounterIndex::IssueLatency => f.write_str("ISSUE"),
+                    CounterIndex::TranslationLatency => f.write_str("XLAT"),
+                    CounterIndex::AltClockIssue | CounterIndex::Other(_) => Ok(()),
+                }
+            }
+        }
+    }
+}
