@@ -467,6 +467,8 @@ fn read_le(bytes: &[u8]) -> u64 {
 
 impl Packet {
     /// Decodes the packet at the start of `bytes`; returns it and its length.
+    /// An extended header carrying an index below 8 decodes to the same packet as
+    /// the short form, so re-encoding it yields the (one byte shorter) short form.
     pub fn decode(bytes: &[u8]) -> Result<(Packet, usize), DecodeErrorKind> {
         let Some(&hdr) = bytes.first() else {
             return Err(DecodeErrorKind::Truncated {
