@@ -1,1 +1,3 @@
 //! placeholder
+
+pub mod decode;
