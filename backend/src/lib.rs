@@ -1,3 +1,7 @@
-//! placeholder
+//! vhost-device-spe: an out-of-process model of the Arm Statistical
+//! Profiling Extension and PMU snapshots for QEMU aarch64 guests.
+//!
+//! [`spu`] is the device model (no I/O); the front ends drive it.
 
 pub mod decode;
+pub mod spu;

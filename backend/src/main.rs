@@ -1,6 +1,3 @@
-<<<<<<< HEAD
-fn main() {}
-=======
 use std::io::{self, Write};
 use std::process::ExitCode;
 
@@ -42,4 +39,3 @@ fn main() -> ExitCode {
         }
     }
 }
->>>>>>> codec

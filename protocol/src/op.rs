@@ -10,13 +10,14 @@ use crate::regs::El;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpClass {
     /// Not a load, store or branch. `cond_select`: a conditional select
-    /// or compare.
+    /// or compare (NOT_TAKEN in `events` when its condition failed).
     Other { cond_select: bool },
-    /// A load, store or atomic. `subclass` is the SPE payload's bits 7:1
-    /// (0 = general-purpose register access; see `packet::op`).
+    /// A load, store or atomic. `subclass` is the SPE operation-type payload
+    /// without its store bit 0: `packet::op::LDST_GP`, `LDST_SIMD_FP`, the
+    /// extended (atomic/exclusive) and SVE forms, and so on.
     LoadStore { store: bool, subclass: u8 },
-    /// A branch: conditional and/or indirect. `taken` and `mispredicted`
-    /// set the NOT-TAKEN and MISPRED events.
+    /// A branch: conditional and/or indirect. A conditional branch whose
+    /// condition failed carries `packet::events::NOT_TAKEN` in `events`.
     Branch { conditional: bool, indirect: bool },
 }
 
@@ -174,7 +175,7 @@ impl SampledOp {
             0 => OpClass::Other { cond_select: a },
             1 => OpClass::LoadStore {
                 store: a,
-                subclass: b[11] & 0x7f,
+                subclass: b[11] & 0xFE,
             },
             2 => OpClass::Branch {
                 conditional: a,
@@ -212,8 +213,10 @@ mod tests {
     fn arb_class() -> impl Strategy<Value = OpClass> {
         prop_oneof![
             any::<bool>().prop_map(|cond_select| OpClass::Other { cond_select }),
-            (any::<bool>(), 0u8..0x80)
-                .prop_map(|(store, subclass)| OpClass::LoadStore { store, subclass }),
+            (any::<bool>(), 0u8..0x80).prop_map(|(store, s)| OpClass::LoadStore {
+                store,
+                subclass: s << 1
+            }),
             (any::<bool>(), any::<bool>()).prop_map(|(conditional, indirect)| {
                 OpClass::Branch {
                     conditional,

@@ -361,7 +361,8 @@ impl Default for PeContext {
             el: El::El1,
             scr_el3: SCR_EL3::NS.mask(),
             // NSPB = 0b11: Non-secure owns the buffer; E2PB = 0b11: EL1 owns it.
-            mdcr_el3: MDCR_EL3::NSPB.set(0, 0b11) | MDCR_EL3::PMSEE.set(0, 0b01)
+            mdcr_el3: MDCR_EL3::NSPB.set(0, 0b11)
+                | MDCR_EL3::PMSEE.set(0, 0b01)
                 | MDCR_EL3::PMSSE.set(0, 0b01),
             mdcr_el2: MDCR_EL2::E2PB.set(0, 0b11) | MDCR_EL2::PMSSE.set(0, 0b01),
             hcr_el2: 0,

@@ -127,9 +127,7 @@ impl Spu {
                 self.check_el2_access()?;
             }
             SysReg::PmbsrEl3 => Self::ok_if(f.spe_exc && self.ctx.el == El::El3)?,
-            SysReg::PmsscrEl1
-            | SysReg::PmecrEl1
-            | SysReg::PmccntsvrEl1 => {
+            SysReg::PmsscrEl1 | SysReg::PmecrEl1 | SysReg::PmccntsvrEl1 => {
                 Self::ok_if(f.pmu_ss)?;
                 self.check_access(Family::Snapshot)?;
             }

@@ -278,7 +278,11 @@ impl Spu {
         let ee = PMSCR_EL1::EE.get(self.regs.pmscr_el1) as u8;
         if ee == 0b01 || ee == 0b10 {
             // Reserved; FEAT_NV is not modelled.
-            return if cu::RESERVED_EE_SSE_DISABLED { 0b00 } else { ee };
+            return if cu::RESERVED_EE_SSE_DISABLED {
+                0b00
+            } else {
+                ee
+            };
         }
         ee
     }

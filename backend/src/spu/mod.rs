@@ -125,10 +125,6 @@ impl Features {
         ID_AA64DFR0_EL1::PMSVER.set(0, self.pms_ver as u64) | ID_AA64DFR0_EL1::PMSS.set(0, pmss)
     }
 
-    fn at_least(&self, v: PmsVer) -> bool {
-        self.pms_ver >= v
-    }
-
     /// FEAT_SPE_FnE.
     pub fn spe_fne(&self) -> bool {
         PMSIDR_EL1::FNE.is_set(self.pmsidr)
