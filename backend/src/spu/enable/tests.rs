@@ -58,21 +58,47 @@ fn expand_patterns() {
 /// EEL2 TGE | EL3 EL2 EL1 EL0.
 const TABLE_D17_1: &[[&str; 11]] = &[
     ["0", "1", "1", "0b0x", "x", "x", "x", "D", "D", "D", "D"],
-    ["0", "1", "0", "0b1x", "0b1x", "x", "0", "D", "D", "E1SPE", "E0SPE"],
-    ["0", "1", "0", "0b1x", "0b1x", "x", "1", "D", "D", "n/a", "D"],
-    ["0", "1", "0", "0b1x", "0b00", "x", "0", "D", "E2SPE", "E1SPE", "E0SPE"],
-    ["0", "1", "0", "0b1x", "0b00", "x", "1", "D", "E2SPE", "n/a", "E0HSPE"],
+    [
+        "0", "1", "0", "0b1x", "0b1x", "x", "0", "D", "D", "E1SPE", "E0SPE",
+    ],
+    [
+        "0", "1", "0", "0b1x", "0b1x", "x", "1", "D", "D", "n/a", "D",
+    ],
+    [
+        "0", "1", "0", "0b1x", "0b00", "x", "0", "D", "E2SPE", "E1SPE", "E0SPE",
+    ],
+    [
+        "0", "1", "0", "0b1x", "0b00", "x", "1", "D", "E2SPE", "n/a", "E0HSPE",
+    ],
     ["0", "0", "0", "0b1x", "x", "x", "x", "D", "D", "D", "D"],
-    ["0", "0", "0", "0b0x", "x", "0", "x", "D", "n/a", "E1SPE", "E0SPE"],
-    ["0", "0", "0", "0b0x", "0b1x", "1", "0", "D", "D", "E1SPE", "E0SPE"],
-    ["0", "0", "0", "0b0x", "0b1x", "1", "1", "D", "D", "n/a", "D"],
-    ["0", "0", "0", "0b0x", "0b00", "1", "0", "D", "E2SPE", "E1SPE", "E0SPE"],
-    ["0", "0", "0", "0b0x", "0b00", "1", "1", "D", "E2SPE", "n/a", "E0HSPE"],
+    [
+        "0", "0", "0", "0b0x", "x", "0", "x", "D", "n/a", "E1SPE", "E0SPE",
+    ],
+    [
+        "0", "0", "0", "0b0x", "0b1x", "1", "0", "D", "D", "E1SPE", "E0SPE",
+    ],
+    [
+        "0", "0", "0", "0b0x", "0b1x", "1", "1", "D", "D", "n/a", "D",
+    ],
+    [
+        "0", "0", "0", "0b0x", "0b00", "1", "0", "D", "E2SPE", "E1SPE", "E0SPE",
+    ],
+    [
+        "0", "0", "0", "0b0x", "0b00", "1", "1", "D", "E2SPE", "n/a", "E0HSPE",
+    ],
     ["1", "1", "1", "0b0x", "x", "x", "x", "D", "D", "D", "D"],
-    ["1", "1", "1", "0b1x", "0b1x", "x", "0", "D", "D", "E1SPE", "E0SPE"],
-    ["1", "1", "1", "0b1x", "0b1x", "x", "1", "D", "D", "n/a", "D"],
-    ["1", "1", "1", "0b1x", "0b00", "x", "0", "D", "E2SPE", "E1SPE", "E0SPE"],
-    ["1", "1", "1", "0b1x", "0b00", "x", "1", "D", "E2SPE", "n/a", "E0HSPE"],
+    [
+        "1", "1", "1", "0b1x", "0b1x", "x", "0", "D", "D", "E1SPE", "E0SPE",
+    ],
+    [
+        "1", "1", "1", "0b1x", "0b1x", "x", "1", "D", "D", "n/a", "D",
+    ],
+    [
+        "1", "1", "1", "0b1x", "0b00", "x", "0", "D", "E2SPE", "E1SPE", "E0SPE",
+    ],
+    [
+        "1", "1", "1", "0b1x", "0b00", "x", "1", "D", "E2SPE", "n/a", "E0HSPE",
+    ],
 ];
 
 fn set_controls(spu: &mut Spu, v: &[u64]) {
@@ -232,18 +258,138 @@ fn without_spe_exc_reduces_to_seed_003() {
 /// EEL2 NSPBE NSPB E2PB E2H | regime.
 const TABLE_D17_4: &[[&str; 9]] = &[
     ["0b0", "x", "x", "x", "x", "x", "x", "x", "Disabled"],
-    ["0b1", "0b0", "0b0", "0b0", "0b0", "0b0x", "x", "x", "Secure EL1&0"],
-    ["0b1", "0b0", "0b0", "0b1", "0b0", "0b0x", "0b1x", "x", "Secure EL1&0"],
-    ["0b1", "0b0", "0b0", "0b1", "0b0", "0b0x", "0b00", "0b0", "Secure EL2"],
-    ["0b1", "0b0", "0b0", "0b1", "0b0", "0b0x", "0b00", "0b1", "Secure EL2&0"],
-    ["0b1", "0b0", "0b0", "x", "0b0", "0b1x", "x", "x", "Disabled in Secure state"],
-    ["0b1", "0b0", "0b1", "x", "0b0", "0b1x", "0b1x", "x", "Non-secure EL1&0"],
-    ["0b1", "0b0", "0b1", "x", "0b0", "0b1x", "0b00", "0b0", "Non-secure EL2"],
-    ["0b1", "0b0", "0b1", "x", "0b0", "0b1x", "0b00", "0b1", "Non-secure EL2&0"],
-    ["0b1", "0b0", "0b1", "x", "0b0", "0b0x", "x", "x", "Disabled in Non-secure state"],
-    ["0b1", "0b1", "0b1", "x", "0b1", "0b1x", "0b1x", "x", "Realm EL1&0"],
-    ["0b1", "0b1", "0b1", "x", "0b1", "0b1x", "0b00", "0b0", "Realm EL2"],
-    ["0b1", "0b1", "0b1", "x", "0b1", "0b1x", "0b00", "0b1", "Realm EL2&0"],
+    [
+        "0b1",
+        "0b0",
+        "0b0",
+        "0b0",
+        "0b0",
+        "0b0x",
+        "x",
+        "x",
+        "Secure EL1&0",
+    ],
+    [
+        "0b1",
+        "0b0",
+        "0b0",
+        "0b1",
+        "0b0",
+        "0b0x",
+        "0b1x",
+        "x",
+        "Secure EL1&0",
+    ],
+    [
+        "0b1",
+        "0b0",
+        "0b0",
+        "0b1",
+        "0b0",
+        "0b0x",
+        "0b00",
+        "0b0",
+        "Secure EL2",
+    ],
+    [
+        "0b1",
+        "0b0",
+        "0b0",
+        "0b1",
+        "0b0",
+        "0b0x",
+        "0b00",
+        "0b1",
+        "Secure EL2&0",
+    ],
+    [
+        "0b1",
+        "0b0",
+        "0b0",
+        "x",
+        "0b0",
+        "0b1x",
+        "x",
+        "x",
+        "Disabled in Secure state",
+    ],
+    [
+        "0b1",
+        "0b0",
+        "0b1",
+        "x",
+        "0b0",
+        "0b1x",
+        "0b1x",
+        "x",
+        "Non-secure EL1&0",
+    ],
+    [
+        "0b1",
+        "0b0",
+        "0b1",
+        "x",
+        "0b0",
+        "0b1x",
+        "0b00",
+        "0b0",
+        "Non-secure EL2",
+    ],
+    [
+        "0b1",
+        "0b0",
+        "0b1",
+        "x",
+        "0b0",
+        "0b1x",
+        "0b00",
+        "0b1",
+        "Non-secure EL2&0",
+    ],
+    [
+        "0b1",
+        "0b0",
+        "0b1",
+        "x",
+        "0b0",
+        "0b0x",
+        "x",
+        "x",
+        "Disabled in Non-secure state",
+    ],
+    [
+        "0b1",
+        "0b1",
+        "0b1",
+        "x",
+        "0b1",
+        "0b1x",
+        "0b1x",
+        "x",
+        "Realm EL1&0",
+    ],
+    [
+        "0b1",
+        "0b1",
+        "0b1",
+        "x",
+        "0b1",
+        "0b1x",
+        "0b00",
+        "0b0",
+        "Realm EL2",
+    ],
+    [
+        "0b1",
+        "0b1",
+        "0b1",
+        "x",
+        "0b1",
+        "0b1x",
+        "0b00",
+        "0b1",
+        "Realm EL2&0",
+    ],
     // The seed's next row, {NSE, NS} = {1, 1} with {NSPBE, NSPB} = {1,
     // 0b0x}, reads "Disabled in Non-secure state", but that encoding is the
     // reserved one of the last row; the model follows the last row.
@@ -283,8 +429,8 @@ fn effective_pmscr_el2_ee() {
         (true, 0b00, 1, 0, 0b11, 0b00), // PMSEE 0b00 forces 0b00
         (true, 0b01, 1, 0, 0b10, 0b10), // EL2 enabled: the field
         (true, 0b11, 1, 0, 0b11, 0b11),
-        (true, 0b01, 0, 0, 0b11, 0b01), // {NS, EEL2} = {0, 0}: 0b01
-        (true, 0b01, 0, 1, 0b10, 0b10), // Secure EL2 enabled: the field
+        (true, 0b01, 0, 0, 0b11, 0b01),  // {NS, EEL2} = {0, 0}: 0b01
+        (true, 0b01, 0, 1, 0b10, 0b10),  // Secure EL2 enabled: the field
         (false, 0b01, 1, 0, 0b11, 0b01), // no EL2: 0b01
     ];
     for &(el2, pmsee, ns, eel2, ee, want) in rows {
@@ -296,7 +442,11 @@ fn effective_pmscr_el2_ee() {
         c.scr_el3 = SCR_EL3::NS.set(0, ns) | SCR_EL3::EEL2.set(0, eel2);
         spu.set_context(c);
         spu.regs.pmscr_el2 = PMSCR_EL2::EE.set(0, ee);
-        assert_eq!(spu.effective_pmscr_el2_ee(), want, "{el2} {pmsee} {ns} {eel2} {ee}");
+        assert_eq!(
+            spu.effective_pmscr_el2_ee(),
+            want,
+            "{el2} {pmsee} {ns} {eel2} {ee}"
+        );
     }
     // Without FEAT_SPE_EXC the field does not exist.
     let mut spu = Spu::new(Features::neoverse_n1().with_el2_el3());

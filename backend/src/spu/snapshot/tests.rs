@@ -70,7 +70,11 @@ fn table_d13_10_capture_events() {
                         }
                         "Prohibited" => {
                             assert!(s.pmu_capture_event_enabled(), "{what}");
-                            assert_eq!(r.pmsscr, PMSSCR_EL1::NC.mask(), "{what}: {{NC,SS}}={{1,0}}");
+                            assert_eq!(
+                                r.pmsscr,
+                                PMSSCR_EL1::NC.mask(),
+                                "{what}: {{NC,SS}}={{1,0}}"
+                            );
                             assert_eq!(r.pmccntsvr, 0, "{what}: counters unchanged");
                             assert_eq!(r.pmevcntsvr[0], 0, "{what}");
                         }
@@ -104,9 +108,15 @@ fn allowed_capture_reports_pmu_snapshot_event() {
     assert_eq!(s.read_sysreg(SysReg::PmevcntsvrEl1(5)), Ok(1005));
     assert_eq!(s.read_sysreg(SysReg::PmccntsvrEl1), Ok(0xC1C1E));
     let mut s = spu(0b10, 0b01, 0);
-    assert_eq!(s.external_snapshot_request(counters()), CaptureOutcome::Prohibited);
+    assert_eq!(
+        s.external_snapshot_request(counters()),
+        CaptureOutcome::Prohibited
+    );
     let mut s = spu(0b00, 0b01, 0);
-    assert_eq!(s.external_snapshot_request(counters()), CaptureOutcome::Disabled);
+    assert_eq!(
+        s.external_snapshot_request(counters()),
+        CaptureOutcome::Disabled
+    );
 }
 
 #[test]
@@ -115,24 +125,35 @@ fn os_lock_and_debug_state_prohibit() {
     let mut c = *s.context();
     c.os_lock = true;
     s.set_context(c);
-    assert_eq!(s.external_snapshot_request(counters()), CaptureOutcome::Prohibited);
+    assert_eq!(
+        s.external_snapshot_request(counters()),
+        CaptureOutcome::Prohibited
+    );
     c.os_lock = false;
     c.halted = true;
     s.set_context(c);
-    assert_eq!(s.external_snapshot_request(counters()), CaptureOutcome::Prohibited);
+    assert_eq!(
+        s.external_snapshot_request(counters()),
+        CaptureOutcome::Prohibited
+    );
 }
 
 #[test]
 fn linux_guest_without_el2_el3_uses_pmecr() {
     // The paravirtual guest's view: no EL2/EL3, PMECR_EL1.SSE decides.
     let mut s = Spu::new(Features::max());
-    assert_eq!(s.external_snapshot_request(counters()), CaptureOutcome::Disabled);
-    s.write_sysreg(SysReg::PmecrEl1, PMECR_EL1::SSE.set(0, 0b11)).unwrap();
+    assert_eq!(
+        s.external_snapshot_request(counters()),
+        CaptureOutcome::Disabled
+    );
+    s.write_sysreg(SysReg::PmecrEl1, PMECR_EL1::SSE.set(0, 0b11))
+        .unwrap();
     assert!(matches!(
         s.external_snapshot_request(counters()),
         CaptureOutcome::Allowed { .. }
     ));
-    s.write_sysreg(SysReg::PmecrEl1, PMECR_EL1::SSE.set(0, 0b01)).unwrap();
+    s.write_sysreg(SysReg::PmecrEl1, PMECR_EL1::SSE.set(0, 0b01))
+        .unwrap();
     assert_eq!(
         s.external_snapshot_request(counters()),
         CaptureOutcome::Disabled,
@@ -143,10 +164,25 @@ fn linux_guest_without_el2_el3_uses_pmecr() {
 #[test]
 fn snapshot_registers_need_the_feature() {
     let mut s = Spu::new(Features::neoverse_n1());
-    assert_eq!(s.read_sysreg(SysReg::PmsscrEl1), Err(AccessOutcome::Undefined));
-    assert_eq!(s.write_sysreg(SysReg::PmsscrEl1, 1), Err(AccessOutcome::Undefined));
-    assert_eq!(s.read_sysreg(SysReg::PmccntsvrEl1), Err(AccessOutcome::Undefined));
+    assert_eq!(
+        s.read_sysreg(SysReg::PmsscrEl1),
+        Err(AccessOutcome::Undefined)
+    );
+    assert_eq!(
+        s.write_sysreg(SysReg::PmsscrEl1, 1),
+        Err(AccessOutcome::Undefined)
+    );
+    assert_eq!(
+        s.read_sysreg(SysReg::PmccntsvrEl1),
+        Err(AccessOutcome::Undefined)
+    );
     let mut s = Spu::new(Features::max());
-    assert_eq!(s.read_sysreg(SysReg::PmevcntsvrEl1(6)), Err(AccessOutcome::Undefined));
-    assert_eq!(s.write_sysreg(SysReg::PmccntsvrEl1, 1), Err(AccessOutcome::Undefined));
+    assert_eq!(
+        s.read_sysreg(SysReg::PmevcntsvrEl1(6)),
+        Err(AccessOutcome::Undefined)
+    );
+    assert_eq!(
+        s.write_sysreg(SysReg::PmccntsvrEl1, 1),
+        Err(AccessOutcome::Undefined)
+    );
 }
