@@ -1,6 +1,9 @@
 //! Tables D17-1, D17-2 and D17-4 and the Effective values, row by row as
 //! the seeds write them.
 
+// Contexts are set one table column at a time, as the rows read.
+#![allow(clippy::field_reassign_with_default)]
+
 use super::*;
 use crate::spu::Features;
 

@@ -128,8 +128,10 @@ fn latency_counters_saturate_per_countsize() {
 #[test]
 fn records_are_padded_to_pmbidr_align() {
     let m = mem(8 << 20);
-    let mut f = Features::default();
-    f.pmbidr = 6; // 64-byte alignment
+    let f = Features {
+        pmbidr: 6, // 64-byte alignment
+        ..Default::default()
+    };
     let (mut spu, _) = linux_spu(&m, f, 4);
     let out = spu.sample(&branch(0x1000, 0x2000, true), &m);
     assert_eq!(
@@ -329,7 +331,7 @@ fn discard_mode_writes_nothing() {
     let (mut spu, _) = linux_spu(&m, Features::neoverse_n1(), 16);
     spu.write_sysreg(
         SysReg::PmblimitrEl1,
-        BUF_VA + 16 * 4096 | PMBLIMITR_EL1::FM.set(0, 0b10) | 1,
+        (BUF_VA + 16 * 4096) | PMBLIMITR_EL1::FM.set(0, 0b10) | 1,
     )
     .unwrap();
     assert!(matches!(
