@@ -3,6 +3,8 @@
 
 // Contexts are set one table column at a time, as the rows read.
 #![allow(clippy::field_reassign_with_default)]
+// Table rows are tuples of their columns.
+#![allow(clippy::type_complexity)]
 
 use super::*;
 use crate::spu::Features;
