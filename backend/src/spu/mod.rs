@@ -11,6 +11,7 @@ mod buffer;
 mod enable;
 mod sample;
 mod snapshot;
+pub mod tables;
 pub mod translate;
 pub mod unpredictable;
 

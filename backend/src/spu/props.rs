@@ -94,10 +94,10 @@ proptest! {
     #[test]
     fn buffer_writes_stay_inside_the_buffer(s in setup()) {
         let m = mem(RAM);
-        let mut tb = TableBuilder::new(&m, Granule::K4, 48, TABLE_POOL);
+        let mut tb = TableBuilder::new(&m, Granule::K4, 48, TABLE_POOL).unwrap();
         for (i, p) in s.pages.iter().enumerate() {
             if let Some(p) = p {
-                tb.map(&m, BUF_VA + i as u64 * 4096, PAGE_POOL + p * 4096, PAGE_RW);
+                tb.map(&m, BUF_VA + i as u64 * 4096, PAGE_POOL + p * 4096, PAGE_RW).unwrap();
             }
         }
         let mut f = Features::max();

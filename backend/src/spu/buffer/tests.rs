@@ -8,10 +8,10 @@ use crate::spu::Features;
 #[test]
 fn records_land_at_the_translated_address() {
     let m = mem(8 << 20);
-    let mut tb = TableBuilder::new(&m, translate::Granule::K4, 48, TABLE_POOL);
+    let mut tb = TableBuilder::new(&m, translate::Granule::K4, 48, TABLE_POOL).unwrap();
     // Two virtually contiguous pages, physically apart and out of order.
-    tb.map(&m, BUF_VA, 0x50_0000, PAGE_RW);
-    tb.map(&m, BUF_VA + 4096, 0x30_0000, PAGE_RW);
+    tb.map(&m, BUF_VA, 0x50_0000, PAGE_RW).unwrap();
+    tb.map(&m, BUF_VA + 4096, 0x30_0000, PAGE_RW).unwrap();
     let mut spu = Spu::new(Features::default());
     spu.set_translation(TranslationRegs {
         sctlr_el1: 1,
@@ -113,7 +113,7 @@ fn a_record_is_written_whole_or_not_at_all() {
 fn buffer_outside_guest_ram_is_an_external_abort() {
     let m = mem(8 << 20);
     let (mut spu, mut tb) = linux_spu(&m, Features::default(), 1);
-    tb.map(&m, BUF_VA + 4096, 0x4000_0000, PAGE_RW); // past the end of RAM
+    tb.map(&m, BUF_VA + 4096, 0x4000_0000, PAGE_RW).unwrap(); // past the end of RAM
     program(&mut spu, BUF_VA + 4096, BUF_VA + 3 * 4096);
     assert_eq!(spu.sample(&load(0, 0), &m), SampleOutcome::Fault);
     let pmbsr = spu.regs().pmbsr_el1;
@@ -163,7 +163,7 @@ fn stage2_fault_reports_ec_0x25() {
     let m = mem(8 << 20);
     let (mut spu, _) = linux_spu(&m, Features::default().with_el2_el3(), 1);
     // EL2 enabled with stage 2 on, and an empty stage 2 table.
-    let s2 = TableBuilder::new(&m, translate::Granule::K4, 39, 0x60_0000);
+    let s2 = TableBuilder::new(&m, translate::Granule::K4, 39, 0x60_0000).unwrap();
     let mut c = *spu.context();
     c.hcr_el2 = HCR_EL2::VM.mask();
     spu.set_context(c);
@@ -181,14 +181,15 @@ fn stage2_fault_reports_ec_0x25() {
 fn stage2_identity_lets_records_through() {
     let m = mem(8 << 20);
     let (mut spu, _) = linux_spu(&m, Features::default().with_el2_el3(), 1);
-    let mut s2 = TableBuilder::new(&m, translate::Granule::K4, 39, 0x60_0000);
+    let mut s2 = TableBuilder::new(&m, translate::Granule::K4, 39, 0x60_0000).unwrap();
     for page in (0..0x40_0000u64).step_by(4096) {
         s2.map(
             &m,
             page,
             page + 0x40_0000 * u64::from((BUF_PA..BUF_PA + 4096).contains(&page)),
             PAGE_RW | 1 << 7,
-        );
+        )
+        .unwrap();
     }
     let mut c = *spu.context();
     c.hcr_el2 = HCR_EL2::VM.mask();

@@ -42,7 +42,7 @@ fn every_granule_and_va_size_translates() {
         for ia_bits in [39, 42, 47, 48, 52] {
             for upper in [false, true] {
                 let m = mem(16 << 20);
-                let mut tb = TableBuilder::new(&m, granule, ia_bits, 0x10_0000);
+                let mut tb = TableBuilder::new(&m, granule, ia_bits, 0x10_0000).unwrap();
                 let page = 1u64 << granule.bits();
                 let off = (1u64 << (ia_bits - 1)) + 5 * page;
                 let va = if upper {
@@ -52,7 +52,7 @@ fn every_granule_and_va_size_translates() {
                 };
                 // DS = 1 puts OA[51:50] in bits 9:8, so no shareability bits.
                 let attrs = if ia_bits == 52 { 1 << 10 } else { PAGE_RW };
-                tb.map(&m, va, 0x80_0000, attrs);
+                tb.map(&m, va, 0x80_0000, attrs).unwrap();
                 let s1 = two_range(&tb, upper, false);
                 let what = format!("{granule:?} {ia_bits} upper={upper} va={va:#x}");
                 let got = translate(&m, &s1, None, va + 0x18).expect(&what);
@@ -81,9 +81,9 @@ fn every_granule_and_va_size_translates() {
 #[test]
 fn top_byte_ignore() {
     let m = mem(16 << 20);
-    let mut tb = TableBuilder::new(&m, Granule::K4, 48, 0x10_0000);
+    let mut tb = TableBuilder::new(&m, Granule::K4, 48, 0x10_0000).unwrap();
     let va = 0x0000_7000_0000_0000;
-    tb.map(&m, va, 0x80_0000, PAGE_RW);
+    tb.map(&m, va, 0x80_0000, PAGE_RW).unwrap();
     let tagged = va | 0x5A << 56;
     let with_tbi = two_range(&tb, false, true);
     assert_eq!(
@@ -97,9 +97,9 @@ fn top_byte_ignore() {
 #[test]
 fn access_flag_and_dirty_state() {
     let m = mem(16 << 20);
-    let mut tb = TableBuilder::new(&m, Granule::K4, 48, 0x10_0000);
+    let mut tb = TableBuilder::new(&m, Granule::K4, 48, 0x10_0000).unwrap();
     let va = 0x4000_0000;
-    tb.map(&m, va, 0x80_0000, 0); // AF = 0
+    tb.map(&m, va, 0x80_0000, 0).unwrap(); // AF = 0
     let mut s1 = two_range(&tb, false, false);
     assert_eq!(
         translate(&m, &s1, None, va),
@@ -108,7 +108,7 @@ fn access_flag_and_dirty_state() {
     // TCR.HA: the walker sets AF.
     s1.lower.as_mut().unwrap().ha = true;
     assert!(translate(&m, &s1, None, va).is_ok());
-    let slot = tb.leaf_slot(&m, va);
+    let slot = tb.leaf_slot(&m, va).unwrap();
     let desc: u64 = m.read_obj(slot).unwrap();
     assert_ne!(desc & 1 << 10, 0, "AF set in memory");
     // AP[2] = 1: read-only, a permission fault...
@@ -128,8 +128,8 @@ fn access_flag_and_dirty_state() {
 #[test]
 fn one_range_el2_regime() {
     let m = mem(16 << 20);
-    let mut tb = TableBuilder::new(&m, Granule::K4, 48, 0x10_0000);
-    tb.map(&m, 0x8000_0000, 0x80_0000, PAGE_RW);
+    let mut tb = TableBuilder::new(&m, Granule::K4, 48, 0x10_0000).unwrap();
+    tb.map(&m, 0x8000_0000, 0x80_0000, PAGE_RW).unwrap();
     let s1 = Stage1::one_range(1, 16, tb.root);
     assert_eq!(translate(&m, &s1, None, 0x8000_0010).unwrap().pa, 0x80_0010);
     // No upper range in a one-range regime.
@@ -146,7 +146,7 @@ fn mmu_off_is_flat() {
 #[test]
 fn block_mappings() {
     let m = mem(16 << 20);
-    let tb = TableBuilder::new(&m, Granule::K4, 39, 0x10_0000);
+    let tb = TableBuilder::new(&m, Granule::K4, 39, 0x10_0000).unwrap();
     // A level-1 1 GiB block at index 1 of the root.
     m.write_obj(0x4000_0000u64 | PAGE_RW | 0b01, GuestAddress(tb.root + 8))
         .unwrap();
@@ -164,13 +164,13 @@ fn block_mappings() {
 #[test]
 fn stage2_permission() {
     let m = mem(16 << 20);
-    let mut s2 = TableBuilder::new(&m, Granule::K4, 39, 0x10_0000);
-    s2.map(&m, 0x20_0000, 0x30_0000, PAGE_RW); // S2AP[1] clear: no write
+    let mut s2 = TableBuilder::new(&m, Granule::K4, 39, 0x10_0000).unwrap();
+    s2.map(&m, 0x20_0000, 0x30_0000, PAGE_RW).unwrap(); // S2AP[1] clear: no write
     let t = stage2(25 | 1 << 6, s2.root);
     assert_eq!(
         translate_stage2(&m, &t, 0x20_0000),
         Err(Fault::Stage2(fsc::permission(3)))
     );
-    s2.map(&m, 0x20_0000, 0x30_0000, PAGE_RW | 1 << 7);
+    s2.map(&m, 0x20_0000, 0x30_0000, PAGE_RW | 1 << 7).unwrap();
     assert_eq!(translate_stage2(&m, &t, 0x20_0008).unwrap().pa, 0x30_0008);
 }
