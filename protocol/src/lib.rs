@@ -1,1 +1,4 @@
-//! placeholder
+//! Definitions shared by vhost-device-spe, the patched QEMU and the guest driver.
+
+pub mod regs;
+pub mod virtio;
