@@ -24,13 +24,25 @@ impl Features {
     const BASE_PMSIDR: u64 = 0x3f | 4 << 8 | 6 << 12 | 2 << 16;
 
     pub fn neoverse_n1() -> Self {
-        Features { pmsidr: Self::BASE_PMSIDR, pmbidr: 0, pmsver: 1 }
+        Features {
+            pmsidr: Self::BASE_PMSIDR,
+            pmbidr: 0,
+            pmsver: 1,
+        }
     }
     pub fn neoverse_v1() -> Self {
-        Features { pmsidr: Self::BASE_PMSIDR, pmbidr: 0, pmsver: 2 }
+        Features {
+            pmsidr: Self::BASE_PMSIDR,
+            pmbidr: 0,
+            pmsver: 2,
+        }
     }
     pub fn max() -> Self {
-        Features { pmsidr: Self::BASE_PMSIDR, pmbidr: 0, pmsver: 5 }
+        Features {
+            pmsidr: Self::BASE_PMSIDR,
+            pmbidr: 0,
+            pmsver: 5,
+        }
     }
     pub fn pmsidr(&self) -> u64 {
         self.pmsidr
@@ -50,7 +62,10 @@ pub struct Spu {
 
 impl Spu {
     pub fn new(features: Features) -> Self {
-        Spu { features, regs: HashMap::new() }
+        Spu {
+            features,
+            regs: HashMap::new(),
+        }
     }
     pub fn reset(&mut self) {
         self.regs.clear();
