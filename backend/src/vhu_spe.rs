@@ -128,7 +128,7 @@ impl VhostUserSpeBackend {
     }
 
     /// The model features every vCPU's SPU was built with.
-    pub fn features(&self) -> &Features {
+    pub fn model_features(&self) -> &Features {
         &self.features
     }
 
@@ -524,5 +524,320 @@ pub fn serve(
         }
         drop(daemon);
         info!("device state reset; waiting for the next front end");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spe_protocol::virtio::{Config, VIRTIO_SPE_CONFIG_SIZE};
+    use virtio_bindings::virtio_ring::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
+    use virtio_queue::desc::{split::Descriptor as SplitDescriptor, RawDescriptor};
+    use virtio_queue::mock::MockSplitQueue;
+    use vm_memory::{Bytes, GuestAddress};
+
+    const QSIZE: u16 = 16;
+    const CTRL_RING: GuestAddress = GuestAddress(0);
+    const EVENT_RING: GuestAddress = GuestAddress(0x1000);
+    const DATA: u64 = 0x1_0000;
+
+    struct Rig {
+        /// Shares its mapping with the backend's copy. Leaked so the mock
+        /// queues can borrow it for the whole test.
+        gm: &'static GuestMemory,
+        queues: [MockSplitQueue<'static, GuestMemory>; 2],
+        backend: VhostUserSpeBackend,
+        vrings: Vec<VringRwLock>,
+    }
+
+    impl Rig {
+        fn new(vcpus: u32) -> Self {
+            let gm: &'static GuestMemory = Box::leak(Box::new(
+                GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 0x10_0000)]).unwrap(),
+            ));
+            let mem = GuestMemoryAtomic::new(gm.clone());
+            let mut backend = VhostUserSpeBackend::new(vcpus, Features::default()).unwrap();
+            backend.update_memory(mem.clone()).unwrap();
+            let queues =
+                [CTRL_RING, EVENT_RING].map(|base| MockSplitQueue::create(gm, base, QSIZE));
+            let vrings = queues
+                .iter()
+                .map(|q| {
+                    let vring = VringRwLock::new(mem.clone(), QSIZE).unwrap();
+                    vring.set_queue_size(QSIZE);
+                    vring
+                        .set_queue_info(q.desc_table_addr().0, q.avail_addr().0, q.used_addr().0)
+                        .unwrap();
+                    vring.set_queue_ready(true);
+                    vring
+                })
+                .collect();
+            Rig {
+                gm,
+                queues,
+                backend,
+                vrings,
+            }
+        }
+
+        fn queue(&self, base: GuestAddress) -> &MockSplitQueue<'static, GuestMemory> {
+            &self.queues[usize::from(base == EVENT_RING)]
+        }
+
+        fn mem_ref(&self) -> &GuestMemory {
+            self.gm
+        }
+
+        /// Posts a chain of (addr, len, writable) descriptors at table index `first`.
+        fn post(&self, base: GuestAddress, first: u16, descs: &[(u64, u32, bool)]) {
+            let raw: Vec<RawDescriptor> = descs
+                .iter()
+                .enumerate()
+                .map(|(i, &(addr, len, w))| {
+                    let last = i + 1 == descs.len();
+                    let mut flags = if w { VRING_DESC_F_WRITE as u16 } else { 0 };
+                    if !last {
+                        flags |= VRING_DESC_F_NEXT as u16;
+                    }
+                    RawDescriptor::from(SplitDescriptor::new(
+                        addr,
+                        len,
+                        flags,
+                        if last { 0 } else { first + i as u16 + 1 },
+                    ))
+                })
+                .collect();
+            self.queue(base).add_desc_chains(&raw, first).unwrap();
+        }
+
+        /// Posts a control buffer with these requests and room for
+        /// `resp_slots` responses; returns the response address.
+        fn post_ctrl(&self, first: u16, reqs: &[u8], resp_slots: usize) -> u64 {
+            let req_addr = DATA + first as u64 * 0x1000;
+            let resp_addr = req_addr + 0x800;
+            self.mem_ref()
+                .write_slice(reqs, GuestAddress(req_addr))
+                .unwrap();
+            self.post(
+                CTRL_RING,
+                first,
+                &[
+                    (req_addr, reqs.len() as u32, false),
+                    (resp_addr, (resp_slots * CtrlResponse::SIZE) as u32, true),
+                ],
+            );
+            resp_addr
+        }
+
+        fn kick(&mut self, queue: u16) {
+            // Call the inner handler so a queue error fails the test
+            // (handle_event only logs it).
+            self.backend.handle(queue, &self.vrings).unwrap();
+        }
+
+        /// (id, len) of used element `i` of the ring at `base`.
+        fn used(&self, base: GuestAddress, i: usize) -> Option<(u32, u32)> {
+            let q = self.queue(base);
+            let idx = q.used().idx().load();
+            (i < idx as usize).then(|| {
+                let e = q.used().ring().ref_at(i).unwrap().load();
+                (e.id(), e.len())
+            })
+        }
+
+        fn responses(&self, addr: u64, n: usize) -> Vec<CtrlResponse> {
+            let mut b = vec![0u8; n * CtrlResponse::SIZE];
+            self.mem_ref()
+                .read_slice(&mut b, GuestAddress(addr))
+                .unwrap();
+            b.chunks(CtrlResponse::SIZE)
+                .map(|c| CtrlResponse::from_bytes(c).unwrap())
+                .collect()
+        }
+    }
+
+    fn req(vcpu: u32, op: CtrlOp, reg: SysReg, value: u64) -> Vec<u8> {
+        CtrlRequest {
+            vcpu,
+            reg: reg.encoding(),
+            op,
+            value,
+        }
+        .to_bytes()
+        .to_vec()
+    }
+
+    #[test]
+    fn config_space() {
+        let b = VhostUserSpeBackend::new(4, Features::neoverse_n1()).unwrap();
+        let bytes = b.get_config(0, VIRTIO_SPE_CONFIG_SIZE as u32);
+        let cfg = Config::from_bytes(&bytes).unwrap();
+        assert_eq!(cfg.num_vcpus, 4);
+        assert_eq!(cfg.pmsidr, Features::neoverse_n1().pmsidr());
+        assert_eq!(cfg.pmbidr, Features::neoverse_n1().pmbidr());
+        assert_eq!(cfg.version, VIRTIO_SPE_VERSION);
+        // Partial reads and out-of-range reads.
+        assert_eq!(b.get_config(8, 8), bytes[8..16].to_vec());
+        assert!(b.get_config(60, 8).is_empty());
+        assert!(b.get_config(u32::MAX, 2).is_empty());
+    }
+
+    #[test]
+    fn features_and_queues() {
+        let b = VhostUserSpeBackend::new(1, Features::default()).unwrap();
+        assert_eq!(b.num_queues(), 2);
+        assert_ne!(b.features() & (1 << VIRTIO_F_VERSION_1), 0);
+        assert!(b
+            .protocol_features()
+            .contains(VhostUserProtocolFeatures::CONFIG | VhostUserProtocolFeatures::MQ));
+        assert!(b.exit_event(0).is_some());
+    }
+
+    #[test]
+    fn batched_write_then_read_back() {
+        let mut rig = Rig::new(2);
+        let limit = 0xffff_0000_1000_0000;
+        let mut reqs = req(1, CtrlOp::Write, SysReg::PmscrEl1, 0x23);
+        reqs.extend(req(1, CtrlOp::Write, SysReg::PmblimitrEl1, limit));
+        reqs.extend(req(1, CtrlOp::Read, SysReg::PmscrEl1, 0));
+        reqs.extend(req(1, CtrlOp::Read, SysReg::PmblimitrEl1, 0));
+        reqs.extend(req(0, CtrlOp::Read, SysReg::PmblimitrEl1, 0));
+        let resp = rig.post_ctrl(0, &reqs, 5);
+        rig.kick(CONTROL_QUEUE);
+
+        assert_eq!(
+            rig.used(CTRL_RING, 0),
+            Some((0, 5 * CtrlResponse::SIZE as u32))
+        );
+        let r = rig.responses(resp, 5);
+        assert!(r.iter().all(|r| r.status == CtrlStatus::Ok && !r.pmbirq));
+        assert_eq!(r[2].value, 0x23);
+        assert_eq!(r[3].value, limit);
+        // vCPUs have separate SPUs.
+        assert_eq!(r[4].value, 0);
+    }
+
+    #[test]
+    fn bad_requests_get_error_statuses() {
+        let mut rig = Rig::new(1);
+        let mut reqs = req(1, CtrlOp::Read, SysReg::PmscrEl1, 0);
+        let mut unknown = req(0, CtrlOp::Read, SysReg::PmscrEl1, 0);
+        unknown[4..8].copy_from_slice(&0xdead_u32.to_le_bytes());
+        reqs.extend(unknown);
+        let mut bad_op = req(0, CtrlOp::Read, SysReg::PmscrEl1, 0);
+        bad_op[8] = 9;
+        reqs.extend(bad_op);
+        reqs.extend(req(0, CtrlOp::Write, SysReg::PmsidrEl1, 1));
+        let resp = rig.post_ctrl(0, &reqs, 4);
+        rig.kick(CONTROL_QUEUE);
+
+        let r = rig.responses(resp, 4);
+        assert_eq!(r[0].status, CtrlStatus::BadVcpu);
+        assert_eq!(r[1].status, CtrlStatus::UnknownRegister);
+        assert_eq!(r[2].status, CtrlStatus::Malformed);
+        // PMSIDR_EL1 is read-only: an architectural outcome, not a device error.
+        assert_eq!(r[3].status, CtrlStatus::Undefined);
+    }
+
+    #[test]
+    fn malformed_buffers_are_rejected() {
+        let mut rig = Rig::new(1);
+        // Not a whole number of requests: one MALFORMED response.
+        let r0 = rig.post_ctrl(0, &[0u8; CtrlRequest::SIZE + 1], 2);
+        // Too little room for the responses: dropped, used length 0.
+        let mut two = req(0, CtrlOp::Write, SysReg::PmscrEl1, 1);
+        two.extend(req(0, CtrlOp::Read, SysReg::PmscrEl1, 0));
+        rig.post_ctrl(2, &two, 1);
+        // Descriptor pointing outside guest memory: dropped.
+        rig.post(CTRL_RING, 4, &[(0x4000_0000, 24, false), (DATA, 16, true)]);
+        // No writable descriptor at all.
+        rig.post(CTRL_RING, 6, &[(DATA, 24, false)]);
+        rig.kick(CONTROL_QUEUE);
+
+        assert_eq!(rig.used(CTRL_RING, 0), Some((0, CtrlResponse::SIZE as u32)));
+        assert_eq!(rig.responses(r0, 1)[0].status, CtrlStatus::Malformed);
+        assert_eq!(rig.used(CTRL_RING, 1), Some((2, 0)));
+        assert_eq!(rig.used(CTRL_RING, 2), Some((4, 0)));
+        assert_eq!(rig.used(CTRL_RING, 3), Some((6, 0)));
+        // The dropped batch did not run.
+        let resp = rig.post_ctrl(8, &req(0, CtrlOp::Read, SysReg::PmscrEl1, 0), 1);
+        rig.kick(CONTROL_QUEUE);
+        assert_eq!(rig.responses(resp, 1)[0].value, 0);
+    }
+
+    #[test]
+    fn pmbirq_change_completes_an_event_buffer() {
+        let mut rig = Rig::new(2);
+        const PMBSR_S: u64 = 1 << 17;
+        // Raise PMBIRQ on vCPU 1 with no event buffer posted: it waits.
+        let resp = rig.post_ctrl(0, &req(1, CtrlOp::Write, SysReg::PmbsrEl1, PMBSR_S), 1);
+        rig.kick(CONTROL_QUEUE);
+        let r = rig.responses(resp, 1)[0];
+        assert_eq!(r.status, CtrlStatus::Ok);
+        assert!(r.pmbirq);
+        assert_eq!(rig.backend.pending_events(), 1);
+        assert_eq!(rig.used(EVENT_RING, 0), None);
+
+        // A too-small buffer is returned empty and the event stays pending.
+        let ev_addr = DATA + 0x8000;
+        rig.post(EVENT_RING, 0, &[(ev_addr, 8, true)]);
+        rig.post(EVENT_RING, 1, &[(ev_addr, Event::SIZE as u32, true)]);
+        rig.kick(EVENT_QUEUE);
+        assert_eq!(rig.used(EVENT_RING, 0), Some((0, 0)));
+        assert_eq!(rig.used(EVENT_RING, 1), Some((1, Event::SIZE as u32)));
+        assert_eq!(rig.backend.pending_events(), 0);
+        let mut b = [0u8; Event::SIZE];
+        rig.mem_ref()
+            .read_slice(&mut b, GuestAddress(ev_addr))
+            .unwrap();
+        let ev = Event::from_bytes(&b).unwrap();
+        assert_eq!(ev.vcpu, 1);
+        assert_eq!(ev.kind, EventKind::PmbirqChanged);
+        assert!(ev.pmbirq);
+        assert_ne!(ev.pmbsr & PMBSR_S, 0);
+
+        // Clearing S lowers the line; a posted buffer completes at once.
+        rig.post(EVENT_RING, 2, &[(ev_addr, Event::SIZE as u32, true)]);
+        rig.post_ctrl(1, &req(1, CtrlOp::Write, SysReg::PmbsrEl1, 0), 1);
+        rig.kick(CONTROL_QUEUE);
+        rig.mem_ref()
+            .read_slice(&mut b, GuestAddress(ev_addr))
+            .unwrap();
+        let ev = Event::from_bytes(&b).unwrap();
+        assert!(!ev.pmbirq);
+        assert_eq!(rig.used(EVENT_RING, 2), Some((2, Event::SIZE as u32)));
+
+        // Writing the same level again is no change, so no event.
+        rig.post_ctrl(2, &req(1, CtrlOp::Write, SysReg::PmbsrEl1, 0), 1);
+        rig.kick(CONTROL_QUEUE);
+        assert_eq!(rig.backend.pending_events(), 0);
+    }
+
+    #[test]
+    fn reset_device_clears_state() {
+        let mut rig = Rig::new(1);
+        rig.post_ctrl(0, &req(0, CtrlOp::Write, SysReg::PmscrEl1, 0x3), 1);
+        rig.kick(CONTROL_QUEUE);
+        rig.backend.reset_device();
+        let resp = rig.post_ctrl(1, &req(0, CtrlOp::Read, SysReg::PmscrEl1, 0), 1);
+        rig.kick(CONTROL_QUEUE);
+        assert_eq!(rig.responses(resp, 1)[0].value, 0);
+    }
+
+    #[test]
+    fn unknown_events_and_missing_memory_do_not_fail_the_worker() {
+        let mut rig = Rig::new(1);
+        assert!(rig
+            .backend
+            .handle_event(7, EventSet::IN, &rig.vrings, 0)
+            .is_ok());
+        assert!(rig
+            .backend
+            .handle_event(CONTROL_QUEUE, EventSet::OUT, &rig.vrings, 0)
+            .is_err());
+        let mut fresh = VhostUserSpeBackend::new(1, Features::default()).unwrap();
+        assert!(fresh
+            .handle_event(CONTROL_QUEUE, EventSet::IN, &rig.vrings, 0)
+            .is_ok());
     }
 }
