@@ -1,5 +1,6 @@
 //! `vhost-device-spe`: serves the virtio-spe device to QEMU over vhost-user.
 
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -48,9 +49,15 @@ struct ServeArgs {
     cpu: CpuModel,
 }
 
-/// Other modes. Extend here (e.g. `decode FILE|-`).
+/// Modes other than serving.
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Print the packets of an SPE buffer in `perf report -D` style.
+    Decode {
+        /// File holding raw SPE records, or `-` for stdin.
+        input: String,
+    },
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum CpuModel {
@@ -153,11 +160,25 @@ fn run_server(args: ServeArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+fn decode(input: &str) -> ExitCode {
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    let res = vhost_device_spe::decode::run(input, &mut out);
+    // Output already flushed by run(); ignore a second flush error on a closed pipe.
+    let _ = out.flush();
+    match res {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
     match cli.command {
         None => run_server(cli.serve),
-        Some(command) => match command {},
+        Some(Command::Decode { input }) => decode(&input),
     }
 }
