@@ -97,11 +97,13 @@ impl VhostUserSpeBackend {
     pub fn new(num_vcpus: u32, features: Features) -> io::Result<Self> {
         let (exit_consumer, exit_notifier) = new_event_consumer_and_notifier(EventFlag::NONBLOCK)?;
         let id_aa64dfr0 = features.id_aa64dfr0_spe_fields();
-        // ID_AA64DFR0_EL1.PMSS [51:48] advertises FEAT_PMUv3_SS.
-        let snapshot = (id_aa64dfr0 >> 48) & 0xf != 0;
         let config = Config {
             num_vcpus,
-            features: if snapshot { VIRTIO_SPE_F_SNAPSHOT } else { 0 },
+            features: if features.pmu_ss {
+                VIRTIO_SPE_F_SNAPSHOT
+            } else {
+                0
+            },
             pmsidr: features.pmsidr(),
             pmbidr: features.pmbidr(),
             id_aa64dfr0,
@@ -676,6 +678,9 @@ mod tests {
         assert_eq!(cfg.pmsidr, Features::neoverse_n1().pmsidr());
         assert_eq!(cfg.pmbidr, Features::neoverse_n1().pmbidr());
         assert_eq!(cfg.version, VIRTIO_SPE_VERSION);
+        assert_eq!(cfg.features & VIRTIO_SPE_F_SNAPSHOT, 0);
+        let max = VhostUserSpeBackend::new(1, Features::max()).unwrap();
+        assert_ne!(max.config().features & VIRTIO_SPE_F_SNAPSHOT, 0);
         // Partial reads and out-of-range reads.
         assert_eq!(b.get_config(8, 8), bytes[8..16].to_vec());
         assert!(b.get_config(60, 8).is_empty());
@@ -811,6 +816,29 @@ mod tests {
         rig.post_ctrl(2, &req(1, CtrlOp::Write, SysReg::PmbsrEl1, 0), 1);
         rig.kick(CONTROL_QUEUE);
         assert_eq!(rig.backend.pending_events(), 0);
+    }
+
+    #[test]
+    fn snapshot_capture_completes_an_event_buffer() {
+        let mut rig = Rig::new(1);
+        rig.backend = VhostUserSpeBackend::new(1, Features::max()).unwrap();
+        rig.backend
+            .update_memory(GuestMemoryAtomic::new(rig.gm.clone()))
+            .unwrap();
+        let ev_addr = DATA + 0x8000;
+        rig.post(EVENT_RING, 0, &[(ev_addr, Event::SIZE as u32, true)]);
+        let resp = rig.post_ctrl(0, &req(0, CtrlOp::Write, SysReg::PmsscrEl1, 1), 1);
+        rig.kick(CONTROL_QUEUE);
+        assert_eq!(rig.responses(resp, 1)[0].status, CtrlStatus::Ok);
+        assert_eq!(rig.used(EVENT_RING, 0), Some((0, Event::SIZE as u32)));
+        let mut b = [0u8; Event::SIZE];
+        rig.mem_ref()
+            .read_slice(&mut b, GuestAddress(ev_addr))
+            .unwrap();
+        let ev = Event::from_bytes(&b).unwrap();
+        assert_eq!(ev.kind, EventKind::SnapshotDone);
+        // SS reads 0 once the capture is over, whether it was taken or not (NC).
+        assert_eq!(ev.data & PMSSCR_SS, 0);
     }
 
     #[test]
