@@ -155,6 +155,46 @@ impl Features {
     }
 }
 
+/// A feature set the model cannot implement faithfully.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FeatureError(pub String);
+
+impl std::fmt::Display for FeatureError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for FeatureError {}
+
+impl Features {
+    /// The largest record the model builds: two contexts, three counters,
+    /// PC and data VA/PA, operation type, 4-byte events and a timestamp.
+    pub const LARGEST_RECORD: u64 = 64;
+
+    /// Checks the ID registers describe a PE the model can be: records
+    /// must fit 2^MaxSize (at most 2 KiB), and the alignment cannot exceed
+    /// the record size.
+    pub fn validate(&self) -> Result<(), FeatureError> {
+        let max = self.max_record_size();
+        if !(Self::LARGEST_RECORD..=2048).contains(&max) {
+            return Err(FeatureError(format!(
+                "PMSIDR_EL1.MaxSize gives {max}-byte records; the model needs 64 to 2048"
+            )));
+        }
+        let align = 1u64 << PMBIDR_EL1::ALIGN.get(self.pmbidr);
+        if align > max {
+            return Err(FeatureError(format!(
+                "PMBIDR_EL1.Align ({align} bytes) exceeds the record size ({max})"
+            )));
+        }
+        if self.pmu_counters > 31 {
+            return Err(FeatureError("at most 31 PMU event counters".into()));
+        }
+        Ok(())
+    }
+}
+
 impl Default for Features {
     fn default() -> Self {
         Self::neoverse_n1()
@@ -353,3 +393,6 @@ impl Spu {
 
 #[cfg(test)]
 pub(crate) mod test_util;
+
+#[cfg(test)]
+mod props;

@@ -318,7 +318,7 @@ impl Spu {
             None => self.add(Packet::End),
         }
         let align = 1usize << PMBIDR_EL1::ALIGN.get(self.features.pmbidr);
-        while self.record.len() % align != 0 {
+        while !self.record.len().is_multiple_of(align) {
             self.record.push(0);
         }
     }

@@ -7,21 +7,11 @@ use spe_protocol::regs::*;
 
 /// PMU counter values a capture copies, supplied by the front end (the
 /// PMU itself lives in QEMU).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PmuCounters {
     pub event: [u64; 31],
     pub cycle: u64,
     pub instruction: u64,
-}
-
-impl Default for PmuCounters {
-    fn default() -> Self {
-        PmuCounters {
-            event: [0; 31],
-            cycle: 0,
-            instruction: 0,
-        }
-    }
 }
 
 /// What a capture request did (the three outcomes of Table D13-10).
