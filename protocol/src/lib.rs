@@ -3,6 +3,7 @@
 //! feeds in, the SPE record packet codec, and the virtio-spe device's
 //! config space and queue messages.
 
+pub mod channel;
 pub mod op;
 pub mod packet;
 pub mod regs;
