@@ -1,1 +1,110 @@
-fn main() {}
+//! The record path: filter, build and write one sampled operation's record
+//! into a Profiling Buffer reached through a stage 1 translation, with the
+//! buffer re-armed (as Linux's IRQ handler does) when it fills.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use spe_protocol::op::{OpClass, SampledOp};
+use spe_protocol::packet::events;
+use spe_protocol::regs::*;
+use std::hint::black_box;
+use vhost_device_spe::spu::tables::{tcr_el1, TableBuilder, PAGE_RW};
+use vhost_device_spe::spu::translate::Granule;
+use vhost_device_spe::spu::{Features, SampleOutcome, Spu};
+use vm_memory::{GuestAddress, GuestMemoryMmap};
+
+const BUF_VA: u64 = 0xFFFF_8000_1000_0000;
+const PAGES: u64 = 256; // a 1 MiB AUX buffer
+
+fn setup() -> (Spu, GuestMemoryMmap<()>) {
+    let mem = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 16 << 20)]).unwrap();
+    let mut tb = TableBuilder::new(&mem, Granule::K4, 48, 0x10_0000).unwrap();
+    for i in 0..PAGES {
+        // Scatter the pages as vmalloc does.
+        let pa = 0x40_0000 + ((i * 37) % PAGES) * 4096;
+        tb.map(&mem, BUF_VA + i * 4096, pa, PAGE_RW).unwrap();
+    }
+    let mut spu = Spu::new(Features::default());
+    spu.set_translation(TranslationRegs {
+        sctlr_el1: 1,
+        tcr_el1: tcr_el1(Granule::K4, 48),
+        ttbr1_el1: tb.root,
+        ..Default::default()
+    });
+    arm(&mut spu);
+    spu.write_sysreg(SysReg::PmscrEl1, 0b11_0011).unwrap(); // E0SPE E1SPE PA TS
+    (spu, mem)
+}
+
+fn arm(spu: &mut Spu) {
+    spu.write_sysreg(SysReg::PmbptrEl1, BUF_VA).unwrap();
+    spu.write_sysreg(SysReg::PmblimitrEl1, (BUF_VA + PAGES * 4096) | 1)
+        .unwrap();
+    spu.write_sysreg(SysReg::PmbsrEl1, 0).unwrap();
+}
+
+fn op(i: u64) -> SampledOp {
+    SampledOp {
+        pc: 0xffff_8000_1029_d3f4 + (i & 0xFF) * 4,
+        el: El::El1,
+        ns: true,
+        class: OpClass::LoadStore {
+            store: i & 1 == 1,
+            subclass: 0,
+        },
+        data_va: 0xffff_0000_0f29_3bc0 + (i & 0xFFF) * 8,
+        data_pa: 0x0f29_3bc0 + (i & 0xFFF) * 8,
+        data_pa_valid: true,
+        size: 8,
+        events: events::RETIRED | events::L1D_ACCESS | events::TLB_ACCESS,
+        total_latency: 7 + (i & 15) as u32,
+        issue_latency: 2,
+        translation_latency: 1,
+        physical_count: 39_395_093_558 + i * 100,
+        ..Default::default()
+    }
+}
+
+fn record_path(c: &mut Criterion) {
+    let mut g = c.benchmark_group("record_path");
+    g.throughput(Throughput::Elements(1));
+    let (mut spu, mem) = setup();
+    let mut i = 0u64;
+    g.bench_function("sample_filter_build_write", |b| {
+        b.iter(|| {
+            i += 1;
+            let out = spu.sample(black_box(&op(i)), &mem);
+            if let SampleOutcome::Written { full: true, .. } = out {
+                arm(&mut spu);
+            }
+            out
+        })
+    });
+    let (mut spu, mem) = setup();
+    spu.write_sysreg(SysReg::PmsfcrEl1, 0x2_0002).unwrap(); // FT + LD: stores filtered
+    g.bench_function("sample_filtered_half", |b| {
+        b.iter(|| {
+            i += 1;
+            let out = spu.sample(black_box(&op(i)), &mem);
+            if let SampleOutcome::Written { full: true, .. } = out {
+                arm(&mut spu);
+            }
+            out
+        })
+    });
+    let (mut spu, mem) = setup();
+    spu.write_sysreg(SysReg::PmsirrEl1, 1024).unwrap(); // INTERVAL = 4: 1024 operations
+    g.bench_function("operation_interval_1024", |b| {
+        b.iter(|| {
+            i += 1;
+            let out = spu.operation(black_box(&op(i)), &mem);
+            if let SampleOutcome::Written { full: true, .. } = out {
+                arm(&mut spu);
+            }
+            out
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, record_path);
+criterion_main!(benches);

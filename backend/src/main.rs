@@ -1,1 +1,184 @@
-fn main() {}
+//! `vhost-device-spe`: serves the virtio-spe device to QEMU over vhost-user.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use log::{error, info};
+use vhost::vhost_user::Listener;
+use vhost_device_spe::spu::Features;
+use vhost_device_spe::vhu_spe;
+
+/// Arm SPE and PMU-snapshot device model for QEMU guests.
+///
+/// Without a subcommand, listens on --socket-path for a vhost-user front end
+/// (QEMU's vhost-user-device-pci with virtio-id=58,num_vqs=2,config_size=64)
+/// and serves one VM after another until SIGINT or SIGTERM.
+/// Log verbosity follows RUST_LOG (default: info).
+#[derive(Debug, Parser)]
+#[command(
+    name = "vhost-device-spe",
+    version,
+    about,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
+struct Cli {
+    #[command(flatten)]
+    serve: ServeArgs,
+
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+/// Options of the default (serving) mode.
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Unix socket to listen on for the vhost-user front end (replaced if it exists).
+    #[arg(long, value_name = "PATH", required = true)]
+    socket_path: Option<PathBuf>,
+
+    /// Number of vCPUs, i.e. of SPUs the device models.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=512))]
+    vcpus: u32,
+
+    /// CPU whose ID register values (PMSIDR_EL1, PMBIDR_EL1, ID_AA64DFR0_EL1.PMSVer) the device advertises.
+    #[arg(long, value_enum, default_value_t = CpuModel::NeoverseN1)]
+    cpu: CpuModel,
+}
+
+/// Modes other than serving.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the packets of an SPE buffer in `perf report -D` style.
+    Decode {
+        /// File holding raw SPE records, or `-` for stdin.
+        input: String,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum CpuModel {
+    NeoverseN1,
+    NeoverseV1,
+    Max,
+}
+
+impl CpuModel {
+    fn features(self) -> Features {
+        match self {
+            CpuModel::NeoverseN1 => Features::neoverse_n1(),
+            CpuModel::NeoverseV1 => Features::neoverse_v1(),
+            CpuModel::Max => Features::max(),
+        }
+    }
+}
+
+/// Blocks SIGINT and SIGTERM in this thread (and so in every thread it
+/// spawns afterwards) and returns the set, for `sigwait` in `main`. Waiting
+/// synchronously keeps all shutdown work out of signal-handler context.
+fn block_termination_signals() -> std::io::Result<libc::sigset_t> {
+    // SAFETY: sigset_t is plain data; sigemptyset/sigaddset/pthread_sigmask
+    // only touch the set we own, and their results are checked.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        let rc = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc));
+        }
+        Ok(set)
+    }
+}
+
+fn wait_for_signal(set: &libc::sigset_t) -> i32 {
+    let mut sig = 0;
+    // SAFETY: `set` is initialised and `sig` is a valid out pointer.
+    while unsafe { libc::sigwait(set, &mut sig) } != 0 {}
+    sig
+}
+
+fn run_server(args: ServeArgs) -> ExitCode {
+    let socket = args.socket_path.expect("clap enforces --socket-path");
+    let features = args.cpu.features();
+
+    let signals = match block_termination_signals() {
+        Ok(s) => s,
+        Err(e) => {
+            error!("cannot block SIGINT/SIGTERM: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut listener = match Listener::new(&socket, true) {
+        Ok(l) => l,
+        Err(e) => {
+            error!("cannot listen on {}: {e}", socket.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    info!(
+        "vhost-device-spe listening on {} ({} vCPU(s), cpu {:?}, PMSIDR_EL1={:#x}, PMBIDR_EL1={:#x})",
+        socket.display(),
+        args.vcpus,
+        args.cpu,
+        features.pmsidr(),
+        features.pmbidr()
+    );
+
+    let vcpus = args.vcpus;
+    let server = std::thread::Builder::new()
+        .name("vhu-listener".into())
+        .spawn(move || {
+            let res = vhu_spe::serve(&mut listener, vcpus, &features);
+            if let Err(e) = &res {
+                error!("{e}");
+            }
+            drop(listener);
+            // Wake `main` so the process exits instead of hanging.
+            // SAFETY: raising a signal at our own process is always valid.
+            unsafe { libc::raise(libc::SIGTERM) };
+            res
+        });
+    if let Err(e) = server {
+        error!("cannot start the listener thread: {e}");
+        return ExitCode::FAILURE;
+    }
+
+    let sig = wait_for_signal(&signals);
+    info!("received signal {sig}, shutting down");
+    // The listener thread is blocked in accept() or serving a VM; exiting
+    // ends both and closes the connection. Only the socket file needs care.
+    match std::fs::remove_file(&socket) {
+        Ok(()) => info!("removed {}", socket.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => error!("cannot remove {}: {e}", socket.display()),
+    }
+    ExitCode::SUCCESS
+}
+
+fn decode(input: &str) -> ExitCode {
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    let res = vhost_device_spe::decode::run(input, &mut out);
+    // Output already flushed by run(); ignore a second flush error on a closed pipe.
+    let _ = out.flush();
+    match res {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let cli = Cli::parse();
+    match cli.command {
+        None => run_server(cli.serve),
+        Some(Command::Decode { input }) => decode(&input),
+    }
+}

@@ -1,0 +1,399 @@
+//! The model of one PE's Statistical Profiling Unit, its Profiling Buffer
+//! and the PMU snapshot extension, written to read side by side with the
+//! Arm ARM pseudocode (J1.1.1 aarch64/debug, J1.3.1 shared/debug).
+//!
+//! The model does no I/O of its own: guest memory comes in as a
+//! [`vm_memory::GuestMemory`], the PE's controlling state as a
+//! [`PeContext`], sampled operations as [`SampledOp`]s.
+
+mod access;
+mod buffer;
+mod enable;
+mod sample;
+mod snapshot;
+pub mod tables;
+pub mod translate;
+pub mod unpredictable;
+
+pub use snapshot::{CaptureOutcome, PmuCounters};
+
+use spe_protocol::op::SampledOp;
+use spe_protocol::regs::*;
+use vm_memory::GuestMemory;
+
+/// What the emulated PE implements. Everything the pseudocode asks with
+/// `IsFeatureImplemented()` or `HaveEL()` comes from here.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Features {
+    pub pms_ver: PmsVer,
+    pub spe_nvm: bool,
+    pub spe_exc: bool,
+    pub pmu_ss: bool,
+    pub pmu_icntr: bool,
+    pub have_el2: bool,
+    pub have_el3: bool,
+    /// FEAT_RME: SCR_EL3.NSE and MDCR_EL3.NSPBE exist.
+    pub have_rme: bool,
+    /// FEAT_SEL2: EL2 can be enabled in Secure state.
+    pub have_sel2: bool,
+    /// FEAT_ECV: PMSCR_ELx.PCT is two bits.
+    pub have_ecv: bool,
+    /// PMSIDR_EL1 as reported. Its FnE, ERnd, EFT, MaxSize, CountSize and
+    /// Align bits select behaviour too.
+    pub pmsidr: u64,
+    /// PMBIDR_EL1 as reported, without P (the model computes P).
+    pub pmbidr: u64,
+    /// Number of PMU event counters (PMCR_EL0.N).
+    pub pmu_counters: u8,
+}
+
+impl Features {
+    /// PMSIDR for a PE that filters everything, with 64-byte records,
+    /// 12-bit counters and a 1024-operation recommended interval.
+    const PMSIDR_BASE: u64 = 0b111 // FE FT FL
+        | 1 << 3 // ArchInst
+        | 1 << 4 // LDS
+        | 4 << 8 // Interval: 1024
+        | 6 << 12 // MaxSize: 64 bytes
+        | 2 << 16; // CountSize: 12-bit saturating
+
+    /// A Neoverse N1-like SPU: FEAT_SPEv1p1, no EL2/EL3.
+    pub fn neoverse_n1() -> Self {
+        Features {
+            pms_ver: PmsVer::V1p1,
+            spe_nvm: false,
+            spe_exc: false,
+            pmu_ss: false,
+            pmu_icntr: false,
+            have_el2: false,
+            have_el3: false,
+            have_rme: false,
+            have_sel2: false,
+            have_ecv: false,
+            pmsidr: Self::PMSIDR_BASE,
+            pmbidr: 0,
+            pmu_counters: 6,
+        }
+    }
+
+    /// A Neoverse V1-like SPU: FEAT_SPEv1p1 with ERnd.
+    pub fn neoverse_v1() -> Self {
+        Features {
+            pmsidr: Self::PMSIDR_BASE | 1 << 5,
+            ..Self::neoverse_n1()
+        }
+    }
+
+    /// Everything the model implements: FEAT_SPEv1p4 with FnE, EFT, ERnd,
+    /// nVM, FEAT_SPE_EXC, FEAT_PMUv3_SS and FEAT_PMUv3_ICNTR.
+    pub fn max() -> Self {
+        Features {
+            pms_ver: PmsVer::V1p4,
+            spe_nvm: true,
+            spe_exc: true,
+            pmu_ss: true,
+            pmu_icntr: true,
+            have_ecv: true,
+            pmsidr: Self::PMSIDR_BASE | 1 << 5 | 1 << 6 | 1 << 26,
+            pmu_counters: 6,
+            ..Self::neoverse_n1()
+        }
+    }
+
+    /// The same PE with EL2 and EL3 (and Secure EL2, RME) implemented, as
+    /// the Arm ARM tables assume.
+    pub fn with_el2_el3(self) -> Self {
+        Features {
+            have_el2: true,
+            have_el3: true,
+            have_sel2: true,
+            have_rme: true,
+            ..self
+        }
+    }
+
+    pub fn pmsidr(&self) -> u64 {
+        self.pmsidr
+    }
+
+    pub fn pmbidr(&self) -> u64 {
+        self.pmbidr
+    }
+
+    /// ID_AA64DFR0_EL1's PMSVer and PMSS fields.
+    pub fn id_aa64dfr0_spe_fields(&self) -> u64 {
+        let pmss = if self.pmu_ss { 1 } else { 0 };
+        ID_AA64DFR0_EL1::PMSVER.set(0, self.pms_ver as u64) | ID_AA64DFR0_EL1::PMSS.set(0, pmss)
+    }
+
+    /// FEAT_SPE_FnE.
+    pub fn spe_fne(&self) -> bool {
+        PMSIDR_EL1::FNE.is_set(self.pmsidr)
+    }
+
+    /// FEAT_SPE_ERnd.
+    pub fn spe_ernd(&self) -> bool {
+        PMSIDR_EL1::ERND.is_set(self.pmsidr)
+    }
+
+    /// FEAT_SPE_EFT.
+    pub fn spe_eft(&self) -> bool {
+        PMSIDR_EL1::EFT.is_set(self.pmsidr)
+    }
+
+    /// 2^PMSIDR_EL1.MaxSize: the largest record.
+    pub fn max_record_size(&self) -> u64 {
+        1 << PMSIDR_EL1::MAXSIZE.get(self.pmsidr)
+    }
+
+    /// Saturation value of the latency counters (PMSIDR_EL1.CountSize).
+    pub fn counter_max(&self) -> u32 {
+        if PMSIDR_EL1::COUNTSIZE.get(self.pmsidr) == 3 {
+            0xFFFF
+        } else {
+            0xFFF
+        }
+    }
+}
+
+/// A feature set the model cannot implement faithfully.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FeatureError(pub String);
+
+impl std::fmt::Display for FeatureError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for FeatureError {}
+
+impl Features {
+    /// The largest record the model builds: two contexts, three counters,
+    /// PC and data VA/PA, operation type, 4-byte events and a timestamp.
+    pub const LARGEST_RECORD: u64 = 64;
+
+    /// Checks the ID registers describe a PE the model can be: records
+    /// must fit 2^MaxSize (at most 2 KiB), and the alignment cannot exceed
+    /// the record size.
+    pub fn validate(&self) -> Result<(), FeatureError> {
+        let max = self.max_record_size();
+        if !(Self::LARGEST_RECORD..=2048).contains(&max) {
+            return Err(FeatureError(format!(
+                "PMSIDR_EL1.MaxSize gives {max}-byte records; the model needs 64 to 2048"
+            )));
+        }
+        let align = 1u64 << PMBIDR_EL1::ALIGN.get(self.pmbidr);
+        if align > max {
+            return Err(FeatureError(format!(
+                "PMBIDR_EL1.Align ({align} bytes) exceeds the record size ({max})"
+            )));
+        }
+        if self.pmu_counters > 31 {
+            return Err(FeatureError("at most 31 PMU event counters".into()));
+        }
+        Ok(())
+    }
+}
+
+impl Default for Features {
+    fn default() -> Self {
+        Self::neoverse_n1()
+    }
+}
+
+/// The SPU's own registers. Reads and writes go through [`Spu::read_sysreg`]
+/// and [`Spu::write_sysreg`], which apply access checks and RES0 masks.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpuRegs {
+    pub pmscr_el1: u64,
+    pub pmscr_el2: u64,
+    pub pmsnevfr: u64,
+    pub pmsicr: u64,
+    pub pmsirr: u64,
+    pub pmsfcr: u64,
+    pub pmsevfr: u64,
+    pub pmslatfr: u64,
+    pub pmblimitr: u64,
+    pub pmbptr: u64,
+    pub pmbsr_el1: u64,
+    pub pmbsr_el2: u64,
+    pub pmbsr_el3: u64,
+    pub pmsdsfr: u64,
+    pub pmbmar: u64,
+    pub pmsscr: u64,
+    pub pmecr: u64,
+    pub pmevcntsvr: [u64; 31],
+    pub pmccntsvr: u64,
+    pub pmicntsvr: u64,
+}
+
+/// Counts of what the SPU did, for logs, tests and the daemon's stats.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpuStats {
+    /// Operations selected by the interval counter.
+    pub samples: u64,
+    /// Records rejected by the filters.
+    pub filtered: u64,
+    /// Records written to the Profiling Buffer.
+    pub records: u64,
+    /// Record bytes written.
+    pub bytes: u64,
+    /// Records dropped in Discard mode.
+    pub discarded: u64,
+    /// Buffer management events raised.
+    pub management_events: u64,
+}
+
+/// What happened to one operation passed to [`Spu::operation`] or
+/// [`Spu::sample`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SampleOutcome {
+    /// Profiling is disabled for the operation's EL and Security state.
+    Disabled,
+    /// The interval counter did not select it.
+    NotSelected,
+    /// Rejected by PMSFCR/PMSEVFR/PMSNEVFR/PMSLATFR.
+    Filtered,
+    /// Discard mode: built and dropped.
+    Discarded,
+    /// Written; `full` if the buffer-full event fired after it.
+    Written { bytes: usize, full: bool },
+    /// A fault while writing raised a management event.
+    Fault,
+}
+
+/// One PE's SPU. See the module documentation.
+#[derive(Clone, Debug)]
+pub struct Spu {
+    features: Features,
+    ctx: PeContext,
+    xlat: TranslationRegs,
+    regs: SpuRegs,
+    /// PMU counters the front end last supplied, captured by PMSSCR_EL1.SS.
+    counters: PmuCounters,
+    /// The record under construction (`SPERecordData`), reused.
+    record: Vec<u8>,
+    /// The SPU's one-entry TLB for the Profiling Buffer.
+    tlb: buffer::BufferTlb,
+    /// xorshift state for `SPEGetRandomInterval`.
+    rng: u64,
+    stats: SpuStats,
+}
+
+impl Spu {
+    pub fn new(features: Features) -> Self {
+        Spu {
+            features,
+            ctx: PeContext::default(),
+            xlat: TranslationRegs::default(),
+            regs: SpuRegs::default(),
+            counters: PmuCounters::default(),
+            record: Vec::with_capacity(2048),
+            tlb: buffer::BufferTlb::default(),
+            rng: 0x9E37_79B9_7F4A_7C15,
+            stats: SpuStats::default(),
+        }
+    }
+
+    /// Warm reset: registers to their reset values (UNKNOWN ones to zero).
+    pub fn reset(&mut self) {
+        *self = Spu {
+            ctx: self.ctx,
+            ..Spu::new(self.features.clone())
+        };
+    }
+
+    pub fn features(&self) -> &Features {
+        &self.features
+    }
+
+    pub fn context(&self) -> &PeContext {
+        &self.ctx
+    }
+
+    /// The PE's controlling state changed (EL, SCR/MDCR/HCR).
+    pub fn set_context(&mut self, ctx: PeContext) {
+        self.ctx = ctx;
+        self.tlb.invalidate();
+    }
+
+    /// The translation registers of the owning regime changed.
+    pub fn set_translation(&mut self, xlat: TranslationRegs) {
+        self.xlat = xlat;
+        self.tlb.invalidate();
+    }
+
+    /// Invalidate cached Profiling Buffer translations (a TLBI the front
+    /// end saw, or a `psb csync`).
+    pub fn invalidate_tlb(&mut self) {
+        self.tlb.invalidate();
+    }
+
+    /// The PMU counter values a capture event copies.
+    pub fn set_pmu_counters(&mut self, counters: PmuCounters) {
+        self.counters = counters;
+    }
+
+    pub fn regs(&self) -> &SpuRegs {
+        &self.regs
+    }
+
+    pub fn stats(&self) -> SpuStats {
+        self.stats
+    }
+
+    /// Level of PMBIRQ: `SPEInterruptEnabled() && PMBSR_EL1.S`, as
+    /// `SPECycle()` drives it.
+    pub fn pmbirq(&self) -> bool {
+        self.spe_interrupt_enabled() && PMBSR::S.is_set(self.regs.pmbsr_el1)
+    }
+
+    /// The PMBSR of the EL that takes management events by default
+    /// (`DefaultSPEEvent()`).
+    pub fn pmbsr(&self) -> u64 {
+        match self.default_spe_event() {
+            El::El3 => self.regs.pmbsr_el3,
+            El::El2 => self.regs.pmbsr_el2,
+            _ => self.regs.pmbsr_el1,
+        }
+    }
+
+    /// One operation passes the sampling logic: if profiling is enabled for
+    /// it, the interval counter counts it, and if selected it is sampled.
+    pub fn operation<M: GuestMemory>(&mut self, op: &SampledOp, mem: &M) -> SampleOutcome {
+        if !self.statistical_profiling_enabled_for(op) {
+            return SampleOutcome::Disabled;
+        }
+        if !self.spe_to_collect_sample() {
+            return SampleOutcome::NotSelected;
+        }
+        self.spe_complete_sample(op, mem)
+    }
+
+    /// An operation a front end's own interval counter selected (the cheap
+    /// count-down runs next to the CPU): filter it, build its record, write
+    /// it.
+    pub fn sample<M: GuestMemory>(&mut self, op: &SampledOp, mem: &M) -> SampleOutcome {
+        if !self.statistical_profiling_enabled_for(op) {
+            return SampleOutcome::Disabled;
+        }
+        self.spe_complete_sample(op, mem)
+    }
+
+    /// Next pseudo-random byte (`SPEGetRandomInterval`).
+    fn random_byte(&mut self) -> u8 {
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        (x >> 24) as u8
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_util;
+
+#[cfg(test)]
+mod props;

@@ -1,0 +1,333 @@
+//! Sampling: the interval counter (`SPEToCollectSample()`), the filters
+//! (`SPECollectRecord()`), and record construction (`SPEConstructRecord()`)
+//! from one [`SampledOp`].
+
+use super::enable::TimeStamp;
+use super::unpredictable as cu;
+use super::{SampleOutcome, Spu};
+use spe_protocol::op::{OpClass, SampledOp};
+use spe_protocol::packet::{self, events, AddressIndex, CounterIndex, OpType, Packet, PayloadLen};
+use spe_protocol::regs::*;
+use vm_memory::GuestMemory;
+
+/// `SPEOpType`, derived from an operation's class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpeOpType {
+    Load,
+    Store,
+    LoadAtomic,
+    Branch,
+    Other,
+}
+
+/// The operation-type payload bits that make a load/store an atomic with
+/// return (extended form with AT set and the store bit clear).
+fn is_load_atomic(store: bool, subclass: u8) -> bool {
+    !store
+        && subclass & packet::op::LDST_EXT_MASK == packet::op::LDST_EXT
+        && subclass & packet::op::LDST_AT != 0
+}
+
+impl SpeOpType {
+    pub fn of(class: OpClass) -> SpeOpType {
+        match class {
+            OpClass::Other { .. } => SpeOpType::Other,
+            OpClass::Branch { .. } => SpeOpType::Branch,
+            OpClass::LoadStore { store, subclass } if is_load_atomic(store, subclass) => {
+                SpeOpType::LoadAtomic
+            }
+            OpClass::LoadStore { store: true, .. } => SpeOpType::Store,
+            OpClass::LoadStore { store: false, .. } => SpeOpType::Load,
+        }
+    }
+}
+
+impl Spu {
+    /// `SPEResetSampleCounter()`.
+    pub(crate) fn spe_reset_sample_counter(&mut self) {
+        let interval = PMSIRR_EL1::INTERVAL.get(self.regs.pmsirr);
+        let low = if PMSIRR_EL1::RND.is_set(self.regs.pmsirr) && !self.features.spe_ernd() {
+            u64::from(self.random_byte())
+        } else {
+            0
+        };
+        self.regs.pmsicr = PMSICR_EL1::COUNT.set(self.regs.pmsicr, interval << 8 | low);
+    }
+
+    /// `SPEToCollectSample()`: counts one operation down; true when it is
+    /// to be sampled.
+    pub(crate) fn spe_to_collect_sample(&mut self) -> bool {
+        let ernd = PMSIRR_EL1::RND.is_set(self.regs.pmsirr) && self.features.spe_ernd();
+        let count = PMSICR_EL1::COUNT.get(self.regs.pmsicr);
+        if count == 0 {
+            self.spe_reset_sample_counter();
+        } else {
+            let count = count - 1;
+            self.regs.pmsicr = PMSICR_EL1::COUNT.set(self.regs.pmsicr, count);
+            if count == 0 {
+                if ernd {
+                    let e = u64::from(self.random_byte());
+                    self.regs.pmsicr = PMSICR_EL1::ECOUNT.set(self.regs.pmsicr, e);
+                    return e == 0;
+                }
+                return true;
+            }
+        }
+        let ecount = PMSICR_EL1::ECOUNT.get(self.regs.pmsicr);
+        if ernd && ecount != 0 {
+            let ecount = ecount - 1;
+            self.regs.pmsicr = PMSICR_EL1::ECOUNT.set(self.regs.pmsicr, ecount);
+            if ecount == 0 {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The Events bits the record carries (`SPECompleteSample()`): the
+    /// operation's architectural events, with NOT-TAKEN (bit 6) set for a
+    /// conditional operation whose condition failed.
+    fn sample_events(&self, op: &SampledOp) -> u64 {
+        let conditional = match op.class {
+            OpClass::Other { cond_select } => cond_select,
+            OpClass::Branch { conditional, .. } => conditional,
+            OpClass::LoadStore { .. } => false,
+        };
+        let failed = conditional && op.events & events::NOT_TAKEN != 0;
+        let v1p4 = self.features.pms_ver >= PmsVer::V1p4;
+        let width = cu::events_payload_size(v1p4) * 8;
+        let arch = !events::IMPDEF_MASK & (u64::MAX >> (64 - width));
+        let e = op.events & arch & !events::NOT_TAKEN;
+        if failed {
+            e | events::NOT_TAKEN
+        } else {
+            e
+        }
+    }
+
+    /// `SPEFilterByEvents()`: (rejected by PMSEVFR, rejected by PMSNEVFR).
+    pub(crate) fn spe_filter_by_events(&self, ev: u64) -> (bool, bool) {
+        let mask = self.event_filter_mask();
+        let e = ev & mask;
+        let r = &self.regs;
+        let evfr = r.pmsevfr & mask;
+        let mut rejected_event = false;
+        if PMSFCR_EL1::FE.is_set(r.pmsfcr) {
+            rejected_event = if evfr != 0 {
+                !e & evfr != 0
+            } else {
+                cu::BADPMSFCR_REJECTS
+            };
+        }
+        let mut rejected_nevent = false;
+        if self.features.spe_fne() {
+            let nevfr = r.pmsnevfr & mask;
+            if PMSFCR_EL1::FNE.is_set(r.pmsfcr) {
+                rejected_nevent = if nevfr != 0 {
+                    e & nevfr != 0
+                } else {
+                    cu::BADPMSFCR_REJECTS
+                };
+            }
+            if PMSFCR_EL1::FE.is_set(r.pmsfcr)
+                && PMSFCR_EL1::FNE.is_set(r.pmsfcr)
+                && r.pmsevfr & r.pmsnevfr & mask != 0
+            {
+                rejected_event = cu::BADPMSFCR_REJECTS;
+                rejected_nevent = cu::BADPMSFCR_REJECTS;
+            }
+        }
+        (rejected_event, rejected_nevent)
+    }
+
+    /// `SPEFilterByType()`.
+    pub(crate) fn spe_filter_by_type(&self, class: OpClass) -> bool {
+        const B: u64 = 1;
+        const LD: u64 = 2;
+        const ST: u64 = 4;
+        const FP: u64 = 8;
+        const SIMD: u64 = 16;
+        let op_type = SpeOpType::of(class);
+        let mut flags = 0;
+        match op_type {
+            SpeOpType::Branch => flags |= B,
+            SpeOpType::Load => flags |= LD,
+            SpeOpType::Store => flags |= ST,
+            SpeOpType::LoadAtomic => flags |= LD | ST,
+            SpeOpType::Other => {}
+        }
+        if let OpClass::LoadStore { subclass, .. } = class {
+            if subclass & packet::op::LDST_SUBCLASS_MASK == packet::op::LDST_SIMD_FP {
+                flags |= FP | SIMD;
+            }
+        }
+        let fcr = self.regs.pmsfcr;
+        let mut ctrl = PMSFCR_EL1::TYPE.get(fcr) & 0b111;
+        let mut mask = 0;
+        if self.features.spe_eft() {
+            ctrl = PMSFCR_EL1::TYPE.get(fcr);
+            mask = PMSFCR_EL1::TYPEM.get(fcr);
+        }
+        let ctrl_or = ctrl & !mask;
+        let ctrl_and = ctrl & mask;
+        let is_op = (ctrl_or == 0 || flags & ctrl_or != 0) && flags & mask == ctrl_and;
+        if PMSFCR_EL1::FT.is_set(fcr) {
+            if self.features.spe_eft() || ctrl != 0 {
+                return !is_op;
+            }
+            return cu::BADPMSFCR_REJECTS;
+        }
+        false
+    }
+
+    /// `SPEFilterByLatency()`.
+    pub(crate) fn spe_filter_by_latency(&self, total_latency: u32) -> bool {
+        let minlat = PMSLATFR_EL1::MINLAT.get(self.regs.pmslatfr);
+        if PMSFCR_EL1::FL.is_set(self.regs.pmsfcr) {
+            if minlat != 0 {
+                return u64::from(total_latency) < minlat;
+            }
+            return cu::BADPMSFCR_REJECTS;
+        }
+        false
+    }
+
+    /// `SPECollectRecord()` (data-source filtering, FEAT_SPE_FDS, is not
+    /// modelled: operations carry no data source).
+    pub fn spe_collect_record(&self, ev: u64, total_latency: u32, class: OpClass) -> bool {
+        let (rejected_event, rejected_nevent) = self.spe_filter_by_events(ev);
+        !(rejected_event
+            || rejected_nevent
+            || self.spe_filter_by_type(class)
+            || self.spe_filter_by_latency(total_latency))
+    }
+
+    /// `SPECompleteSample()` for a selected operation.
+    pub(crate) fn spe_complete_sample<M: GuestMemory>(
+        &mut self,
+        op: &SampledOp,
+        mem: &M,
+    ) -> SampleOutcome {
+        self.stats.samples += 1;
+        let ev = self.sample_events(op);
+        if !self.spe_collect_record(ev, op.total_latency, op.class) {
+            self.stats.filtered += 1;
+            return SampleOutcome::Filtered;
+        }
+        let discard = self.features.pms_ver >= PmsVer::V1p2
+            && PMBLIMITR_EL1::FM.get(self.regs.pmblimitr) == 0b10;
+        if discard {
+            self.stats.discarded += 1;
+            return SampleOutcome::Discarded;
+        }
+        self.spe_construct_record(op, ev);
+        self.spe_write_to_buffer(mem)
+    }
+
+    fn add(&mut self, p: Packet) {
+        p.encode(&mut self.record);
+    }
+
+    /// `SPEConstructRecord()`: packets in the pseudocode's order.
+    pub(crate) fn spe_construct_record(&mut self, op: &SampledOp, ev: u64) {
+        self.record.clear();
+        let el = op.el;
+        if self.collect_context_idr1(el) {
+            self.add(Packet::Context {
+                el2: false,
+                id: op.contextidr_el1,
+            });
+        }
+        if self.collect_context_idr2() {
+            self.add(Packet::Context {
+                el2: true,
+                id: op.contextidr_el2,
+            });
+        }
+        let max = self.features.counter_max();
+        let sat = |v: u32| v.min(max) as u16;
+        self.add(Packet::Counter {
+            index: CounterIndex::TotalLatency,
+            value: sat(op.total_latency),
+        });
+        self.add(Packet::Counter {
+            index: CounterIndex::IssueLatency,
+            value: sat(op.issue_latency),
+        });
+        let is_ldst = matches!(op.class, OpClass::LoadStore { .. });
+        if is_ldst {
+            self.add(Packet::Counter {
+                index: CounterIndex::TranslationLatency,
+                value: sat(op.translation_latency),
+            });
+        }
+        self.add(Packet::Address {
+            index: AddressIndex::Pc,
+            payload: packet::address_payload(op.pc, el as u8, op.ns, op.nse),
+        });
+        if let OpClass::Branch { .. } = op.class {
+            if ev & events::NOT_TAKEN == 0 {
+                self.add(Packet::Address {
+                    index: AddressIndex::BranchTarget,
+                    payload: packet::address_payload(op.target, el as u8, op.ns, op.nse),
+                });
+            }
+        }
+        if is_ldst {
+            let va = if cu::NON_TBI_TAG_IS_ZERO {
+                op.data_va & 0x00FF_FFFF_FFFF_FFFF
+            } else {
+                op.data_va
+            };
+            self.add(Packet::Address {
+                index: AddressIndex::DataVirtual,
+                payload: va,
+            });
+            if op.data_pa_valid && self.collect_physical_address() {
+                self.add(Packet::Address {
+                    index: AddressIndex::DataPhysical,
+                    payload: packet::data_pa_payload(op.data_pa, op.ns, op.nse, false, 0),
+                });
+            }
+        }
+        let op_type = match op.class {
+            OpClass::Other { cond_select } => OpType::Other(u8::from(cond_select)),
+            OpClass::LoadStore { store, subclass } => {
+                OpType::LoadStore(subclass & !packet::op::LDST_STORE | u8::from(store))
+            }
+            OpClass::Branch {
+                conditional,
+                indirect,
+            } => OpType::Branch(u8::from(conditional) | u8::from(indirect) << 1),
+        };
+        self.add(Packet::OpType(op_type));
+        let len = if self.features.pms_ver >= PmsVer::V1p4 {
+            PayloadLen::B4
+        } else {
+            PayloadLen::B2
+        };
+        self.add(Packet::Events { len, bits: ev });
+        let ts = match self.collect_time_stamp(el) {
+            TimeStamp::None => None,
+            TimeStamp::Physical => Some(op.physical_count),
+            TimeStamp::Virtual => Some(op.physical_count.wrapping_sub(self.ctx.cntvoff_el2)),
+            TimeStamp::OffsetPhysical => Some(op.physical_count.wrapping_sub(self.ctx.cntpoff_el2)),
+        };
+        match ts {
+            Some(t) => self.add(Packet::Timestamp(t)),
+            None => self.add(Packet::End),
+        }
+        let align = 1usize << PMBIDR_EL1::ALIGN.get(self.features.pmbidr);
+        while !self.record.len().is_multiple_of(align) {
+            self.record.push(0);
+        }
+    }
+
+    /// The record last built (for tests and the daemon's trace logging).
+    pub fn last_record(&self) -> &[u8] {
+        &self.record
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,871 @@
+//! The vhost-user front end of the paravirtual virtio-spe device.
+//!
+//! One [`Spu`] per vCPU. The guest driver reads and writes SPU registers
+//! through the control queue and learns about PMBIRQ level changes and
+//! completed snapshot captures through buffers it keeps posted on the event
+//! queue (vhost 0.18 gives a back end no way to send a config-change
+//! interrupt, so completing an event buffer is the device's interrupt).
+//! Message layouts live in [`spe_protocol::virtio`].
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::io::{self, Read, Write};
+
+use log::{debug, error, info, warn};
+use spe_protocol::regs::SysReg;
+use spe_protocol::virtio::{
+    Config, CtrlOp, CtrlRequest, CtrlResponse, CtrlStatus, Event, EventKind, CONTROL_QUEUE,
+    EVENT_QUEUE, MAX_BATCH, NUM_QUEUES, VIRTIO_SPE_F_SNAPSHOT, VIRTIO_SPE_VERSION,
+};
+use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
+use vhost_user_backend::{VhostUserBackendMut, VringRwLock, VringT};
+use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
+use virtio_bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
+use virtio_queue::{DescriptorChain, QueueOwnedT, QueueT};
+use vm_memory::{GuestAddressSpace, GuestMemoryAtomic, GuestMemoryLoadGuard, GuestMemoryMmap};
+use vmm_sys_util::epoll::EventSet;
+use vmm_sys_util::event::{
+    new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
+};
+
+use crate::spu::{Features, Spu};
+
+/// Largest virtqueue the device accepts.
+pub const QUEUE_SIZE: usize = 1024;
+/// Events kept while the driver has no event buffer posted. Older ones are
+/// dropped first: PMBIRQ is level-triggered, so the newest event per vCPU
+/// is the one that matters.
+pub const MAX_PENDING_EVENTS: usize = 1024;
+/// PMSSCR_EL1.SS: writing 1 requests a PMU snapshot capture.
+const PMSSCR_SS: u64 = 1;
+
+type GuestMemory = GuestMemoryMmap<()>;
+type GuestMem = GuestMemoryAtomic<GuestMemory>;
+type MemGuard = GuestMemoryLoadGuard<GuestMemory>;
+
+/// Errors of the vhost-user front end. Each one ends the handling of one
+/// event, never the daemon.
+#[derive(Debug)]
+pub enum Error {
+    /// An event arrived on something other than EPOLLIN.
+    HandleEventNotEpollIn,
+    /// An event arrived for a source we did not register.
+    HandleEventUnknown(u16),
+    /// A queue event arrived before SET_MEM_TABLE.
+    NoMemory,
+    /// The queue could not be walked (bad avail index, not ready, ...).
+    Queue(virtio_queue::Error),
+    /// Signalling the used queue failed.
+    Notify(io::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::HandleEventNotEpollIn => write!(f, "event is not EPOLLIN"),
+            Error::HandleEventUnknown(e) => write!(f, "unknown device event {e}"),
+            Error::NoMemory => write!(f, "queue event before the guest memory table"),
+            Error::Queue(e) => write!(f, "virtqueue error: {e}"),
+            Error::Notify(e) => write!(f, "cannot signal used queue: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<Error> for io::Error {
+    fn from(e: Error) -> Self {
+        io::Error::other(e)
+    }
+}
+
+/// The device's state for one front-end connection (one VM).
+pub struct VhostUserSpeBackend {
+    features: Features,
+    config: Config,
+    spus: Vec<Spu>,
+    /// The PMBIRQ level last reported to the driver, per vCPU.
+    irq_level: Vec<bool>,
+    pending: VecDeque<Event>,
+    event_idx: bool,
+    mem: Option<GuestMem>,
+    exit_consumer: EventConsumer,
+    exit_notifier: EventNotifier,
+}
+
+impl VhostUserSpeBackend {
+    pub fn new(num_vcpus: u32, features: Features) -> io::Result<Self> {
+        let (exit_consumer, exit_notifier) = new_event_consumer_and_notifier(EventFlag::NONBLOCK)?;
+        let id_aa64dfr0 = features.id_aa64dfr0_spe_fields();
+        let config = Config {
+            num_vcpus,
+            features: if features.pmu_ss {
+                VIRTIO_SPE_F_SNAPSHOT
+            } else {
+                0
+            },
+            pmsidr: features.pmsidr(),
+            pmbidr: features.pmbidr(),
+            id_aa64dfr0,
+            version: VIRTIO_SPE_VERSION,
+            max_batch: MAX_BATCH,
+        };
+        let spus = (0..num_vcpus).map(|_| Spu::new(features.clone())).collect();
+        Ok(VhostUserSpeBackend {
+            features,
+            config,
+            spus,
+            irq_level: vec![false; num_vcpus as usize],
+            pending: VecDeque::new(),
+            event_idx: false,
+            mem: None,
+            exit_consumer,
+            exit_notifier,
+        })
+    }
+
+    /// The config space the device serves.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The model features every vCPU's SPU was built with.
+    pub fn model_features(&self) -> &Features {
+        &self.features
+    }
+
+    /// Events not yet delivered for want of an event-queue buffer.
+    pub fn pending_events(&self) -> usize {
+        self.pending.len()
+    }
+
+    fn memory(&self) -> Result<MemGuard, Error> {
+        self.mem.as_ref().map(|m| m.memory()).ok_or(Error::NoMemory)
+    }
+
+    fn queue_event(&mut self, ev: Event) {
+        if self.pending.len() == MAX_PENDING_EVENTS {
+            warn!("event queue overflow: dropping oldest undelivered event");
+            self.pending.pop_front();
+        }
+        debug!("event {:?}", ev);
+        self.pending.push_back(ev);
+    }
+
+    /// Executes one control request and queues the events it causes.
+    fn execute(&mut self, raw: &[u8]) -> CtrlResponse {
+        let req = match CtrlRequest::from_bytes(raw) {
+            Ok(r) => r,
+            Err(e) => {
+                error!("malformed control request: {e}");
+                return CtrlResponse::error(CtrlStatus::Malformed);
+            }
+        };
+        let vcpu = req.vcpu as usize;
+        let Some(spu) = self.spus.get_mut(vcpu) else {
+            error!(
+                "control request for vCPU {} of {}",
+                req.vcpu, self.config.num_vcpus
+            );
+            return CtrlResponse::error(CtrlStatus::BadVcpu);
+        };
+        let Some(reg) = SysReg::from_encoding(req.reg) else {
+            error!(
+                "control request for unknown register encoding {:#x}",
+                req.reg
+            );
+            return CtrlResponse::error(CtrlStatus::UnknownRegister);
+        };
+        let result = match req.op {
+            CtrlOp::Read => spu.read_sysreg(reg),
+            CtrlOp::Write => spu.write_sysreg(reg, req.value).map(|()| 0),
+        };
+        debug!(
+            "vCPU {} {:?} {:?} {:#x} -> {:?}",
+            req.vcpu, req.op, reg, req.value, result
+        );
+        let (status, value) = match result {
+            Ok(v) => (CtrlStatus::Ok, v),
+            Err(outcome) => (CtrlStatus::from(outcome), 0),
+        };
+        let pmbirq = spu.pmbirq();
+        let pmbsr = spu.pmbsr();
+        // The model captures synchronously, so a successful SS write has
+        // completed its capture by now; PMSSCR_EL1 tells how it went.
+        let snapshot = (status == CtrlStatus::Ok
+            && req.op == CtrlOp::Write
+            && reg == SysReg::PmsscrEl1
+            && req.value & PMSSCR_SS != 0)
+            .then(|| spu.read_sysreg(SysReg::PmsscrEl1).unwrap_or(0));
+
+        if pmbirq != self.irq_level[vcpu] {
+            self.irq_level[vcpu] = pmbirq;
+            self.queue_event(Event {
+                vcpu: req.vcpu,
+                kind: EventKind::PmbirqChanged,
+                pmbirq,
+                pmbsr,
+                data: 0,
+            });
+        }
+        if let Some(pmsscr) = snapshot {
+            self.queue_event(Event {
+                vcpu: req.vcpu,
+                kind: EventKind::SnapshotDone,
+                pmbirq,
+                pmbsr,
+                data: pmsscr,
+            });
+        }
+        CtrlResponse {
+            status,
+            pmbirq,
+            value,
+        }
+    }
+
+    /// Handles one control buffer and returns the used length.
+    fn process_ctrl_chain(
+        &mut self,
+        mem: &GuestMemory,
+        chain: DescriptorChain<MemGuard>,
+    ) -> io::Result<u32> {
+        let mut reader = chain
+            .clone()
+            .reader(mem)
+            .map_err(|e| io::Error::other(format!("bad descriptor chain: {e}")))?;
+        let mut writer = chain
+            .writer(mem)
+            .map_err(|e| io::Error::other(format!("bad descriptor chain: {e}")))?;
+        let in_len = reader.available_bytes();
+        let out_len = writer.available_bytes();
+        let count = in_len / CtrlRequest::SIZE;
+
+        if in_len == 0 || in_len % CtrlRequest::SIZE != 0 || count > MAX_BATCH as usize {
+            error!(
+                "malformed control buffer: {in_len} readable bytes (requests are {} bytes, at most {MAX_BATCH})",
+                CtrlRequest::SIZE
+            );
+            if out_len < CtrlResponse::SIZE {
+                return Ok(0);
+            }
+            writer.write_all(&CtrlResponse::error(CtrlStatus::Malformed).to_bytes())?;
+            return Ok(CtrlResponse::SIZE as u32);
+        }
+        if out_len < count * CtrlResponse::SIZE {
+            error!(
+                "control buffer has {out_len} writable bytes for {count} responses of {} bytes; dropped",
+                CtrlResponse::SIZE
+            );
+            return Ok(0);
+        }
+
+        let mut requests = vec![0u8; in_len];
+        reader.read_exact(&mut requests)?;
+        let mut responses = Vec::with_capacity(count * CtrlResponse::SIZE);
+        for raw in requests.chunks_exact(CtrlRequest::SIZE) {
+            responses.extend_from_slice(&self.execute(raw).to_bytes());
+        }
+        writer.write_all(&responses)?;
+        Ok(responses.len() as u32)
+    }
+
+    /// Drains the control queue. Returns whether anything was used.
+    fn process_ctrl_queue(&mut self, vring: &VringRwLock) -> Result<bool, Error> {
+        let mem = self.memory()?;
+        let chains: Vec<_> = vring
+            .get_mut()
+            .get_queue_mut()
+            .iter(mem.clone())
+            .map_err(Error::Queue)?
+            .collect();
+        let used_any = !chains.is_empty();
+        for chain in chains {
+            let head = chain.head_index();
+            let len = self.process_ctrl_chain(&mem, chain).unwrap_or_else(|e| {
+                error!("control request dropped: {e}");
+                0
+            });
+            vring.add_used(head, len).map_err(Error::Queue)?;
+        }
+        Ok(used_any)
+    }
+
+    /// Completes posted event buffers with pending events. Events stay
+    /// pending while no buffer is available.
+    fn flush_events(&mut self, vring: &VringRwLock) -> Result<(), Error> {
+        if self.pending.is_empty() || !vring.get_ref().get_queue().ready() {
+            return Ok(());
+        }
+        let Ok(mem) = self.memory() else {
+            return Ok(());
+        };
+        let mut used_any = false;
+        while let Some(ev) = self.pending.front().copied() {
+            let Some(chain) = vring
+                .get_mut()
+                .get_queue_mut()
+                .pop_descriptor_chain(mem.clone())
+            else {
+                break;
+            };
+            let head = chain.head_index();
+            let written = match chain.writer(&mem) {
+                Ok(mut w) if w.available_bytes() >= Event::SIZE => {
+                    w.write_all(&ev.to_bytes()).map(|()| Event::SIZE as u32)
+                }
+                Ok(w) => Err(io::Error::other(format!(
+                    "event buffer has {} writable bytes, needs {}",
+                    w.available_bytes(),
+                    Event::SIZE
+                ))),
+                Err(e) => Err(io::Error::other(format!("bad descriptor chain: {e}"))),
+            };
+            let len = match written {
+                Ok(len) => {
+                    self.pending.pop_front();
+                    len
+                }
+                // The event stays pending for the next (hopefully good) buffer.
+                Err(e) => {
+                    error!("event buffer dropped: {e}");
+                    0
+                }
+            };
+            vring.add_used(head, len).map_err(Error::Queue)?;
+            used_any = true;
+        }
+        if used_any {
+            self.signal(vring)?;
+        }
+        Ok(())
+    }
+
+    fn signal(&self, vring: &VringRwLock) -> Result<(), Error> {
+        let needed = !self.event_idx || vring.needs_notification().map_err(Error::Queue)?;
+        if needed {
+            vring.signal_used_queue().map_err(Error::Notify)?;
+        }
+        Ok(())
+    }
+
+    fn handle_ctrl(&mut self, vring: &VringRwLock) -> Result<(), Error> {
+        let mut used_any = false;
+        if self.event_idx {
+            // With EVENT_IDX the driver is only notified when we re-enable
+            // notifications, so loop until no buffer slipped in meanwhile.
+            loop {
+                vring.disable_notification().map_err(Error::Queue)?;
+                used_any |= self.process_ctrl_queue(vring)?;
+                if !vring.enable_notification().map_err(Error::Queue)? {
+                    break;
+                }
+            }
+        } else {
+            used_any = self.process_ctrl_queue(vring)?;
+        }
+        if used_any {
+            self.signal(vring)?;
+        }
+        Ok(())
+    }
+
+    fn handle(&mut self, device_event: u16, vrings: &[VringRwLock]) -> Result<(), Error> {
+        match device_event {
+            CONTROL_QUEUE => {
+                debug!("control queue kick");
+                self.handle_ctrl(&vrings[CONTROL_QUEUE as usize])?;
+                self.flush_events(&vrings[EVENT_QUEUE as usize])
+            }
+            EVENT_QUEUE => {
+                debug!("event queue kick");
+                self.flush_events(&vrings[EVENT_QUEUE as usize])
+            }
+            e => Err(Error::HandleEventUnknown(e)),
+        }
+    }
+}
+
+impl VhostUserBackendMut for VhostUserSpeBackend {
+    type Bitmap = ();
+    type Vring = VringRwLock;
+
+    fn num_queues(&self) -> usize {
+        NUM_QUEUES
+    }
+
+    fn max_queue_size(&self) -> usize {
+        QUEUE_SIZE
+    }
+
+    fn features(&self) -> u64 {
+        (1 << VIRTIO_F_VERSION_1)
+            | (1 << VIRTIO_RING_F_EVENT_IDX)
+            | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits()
+    }
+
+    fn acked_features(&mut self, features: u64) {
+        info!("vhost-user acked features {features:#x}");
+    }
+
+    fn protocol_features(&self) -> VhostUserProtocolFeatures {
+        VhostUserProtocolFeatures::MQ | VhostUserProtocolFeatures::CONFIG
+    }
+
+    fn reset_device(&mut self) {
+        info!("device reset");
+        self.spus.iter_mut().for_each(Spu::reset);
+        self.irq_level.fill(false);
+        self.pending.clear();
+    }
+
+    fn set_event_idx(&mut self, enabled: bool) {
+        debug!("EVENT_IDX {}", if enabled { "on" } else { "off" });
+        self.event_idx = enabled;
+    }
+
+    fn get_config(&self, offset: u32, size: u32) -> Vec<u8> {
+        info!("vhost-user GET_CONFIG offset={offset} size={size}");
+        let bytes = self.config.to_bytes();
+        let (start, len) = (offset as usize, size as usize);
+        match start.checked_add(len) {
+            Some(end) if end <= bytes.len() => bytes[start..end].to_vec(),
+            // An empty reply is the vhost-user way of saying "error".
+            _ => {
+                error!("GET_CONFIG offset={offset} size={size} is outside the config space");
+                Vec::new()
+            }
+        }
+    }
+
+    fn set_config(&mut self, offset: u32, buf: &[u8]) -> io::Result<()> {
+        warn!(
+            "SET_CONFIG offset={offset} size={} ignored: the config space is read-only",
+            buf.len()
+        );
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "config space is read-only",
+        ))
+    }
+
+    fn update_memory(&mut self, mem: GuestMem) -> io::Result<()> {
+        info!(
+            "guest memory table updated: {} region(s)",
+            vm_memory::GuestMemoryBackend::num_regions(&*mem.memory())
+        );
+        self.mem = Some(mem);
+        Ok(())
+    }
+
+    fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
+        Some((
+            self.exit_consumer.try_clone().ok()?,
+            self.exit_notifier.try_clone().ok()?,
+        ))
+    }
+
+    fn handle_event(
+        &mut self,
+        device_event: u16,
+        evset: EventSet,
+        vrings: &[VringRwLock],
+        _thread_id: usize,
+    ) -> io::Result<()> {
+        if evset != EventSet::IN {
+            return Err(Error::HandleEventNotEpollIn.into());
+        }
+        // An error here is the guest's fault (bad ring) or a lost front end:
+        // log it and keep the worker alive for the next kick.
+        if let Err(e) = self.handle(device_event, vrings) {
+            error!("queue {device_event}: {e}");
+        }
+        Ok(())
+    }
+}
+
+/// Serves one front end after another on `listener`, forever.
+///
+/// Each connection gets a fresh backend and daemon, so every VM starts with
+/// reset SPUs; dropping the daemon after a disconnect stops its worker
+/// threads. A connection that fails (garbage on the socket, a bad message)
+/// is logged and closed, and the next one is accepted. Returns only if
+/// accepting fails.
+pub fn serve(
+    listener: &mut vhost::vhost_user::Listener,
+    num_vcpus: u32,
+    features: &Features,
+) -> io::Result<()> {
+    use std::sync::{Arc, RwLock};
+    use vhost::vhost_user::Error as VhostUserError;
+    use vhost_user_backend::{Error as DaemonError, VhostUserDaemon};
+
+    loop {
+        let backend = Arc::new(RwLock::new(VhostUserSpeBackend::new(
+            num_vcpus,
+            features.clone(),
+        )?));
+        let mut daemon = VhostUserDaemon::new(
+            "vhost-device-spe".to_string(),
+            backend,
+            GuestMemoryAtomic::new(GuestMemoryMmap::new()),
+        )
+        .map_err(|e| io::Error::other(format!("cannot create daemon: {e}")))?;
+
+        daemon
+            .start(listener)
+            .map_err(|e| io::Error::other(format!("cannot accept a connection: {e}")))?;
+        info!("vhost-user connection accepted");
+
+        match daemon.wait() {
+            Ok(())
+            | Err(DaemonError::HandleRequest(
+                VhostUserError::Disconnected | VhostUserError::PartialMessage,
+            )) => info!("vhost-user front end disconnected"),
+            Err(e) => error!("vhost-user connection closed on error: {e}"),
+        }
+        drop(daemon);
+        info!("device state reset; waiting for the next front end");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spe_protocol::virtio::{Config, VIRTIO_SPE_CONFIG_SIZE};
+    use virtio_bindings::virtio_ring::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
+    use virtio_queue::desc::{split::Descriptor as SplitDescriptor, RawDescriptor};
+    use virtio_queue::mock::MockSplitQueue;
+    use vm_memory::{Bytes, GuestAddress};
+
+    const QSIZE: u16 = 16;
+    const CTRL_RING: GuestAddress = GuestAddress(0);
+    const EVENT_RING: GuestAddress = GuestAddress(0x1000);
+    const DATA: u64 = 0x1_0000;
+
+    struct Rig {
+        /// Shares its mapping with the backend's copy. Leaked so the mock
+        /// queues can borrow it for the whole test.
+        gm: &'static GuestMemory,
+        queues: [MockSplitQueue<'static, GuestMemory>; 2],
+        backend: VhostUserSpeBackend,
+        vrings: Vec<VringRwLock>,
+    }
+
+    impl Rig {
+        fn new(vcpus: u32) -> Self {
+            let gm: &'static GuestMemory = Box::leak(Box::new(
+                GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 0x10_0000)]).unwrap(),
+            ));
+            let mem = GuestMemoryAtomic::new(gm.clone());
+            let mut backend = VhostUserSpeBackend::new(vcpus, Features::default()).unwrap();
+            backend.update_memory(mem.clone()).unwrap();
+            let queues =
+                [CTRL_RING, EVENT_RING].map(|base| MockSplitQueue::create(gm, base, QSIZE));
+            let vrings = queues
+                .iter()
+                .map(|q| {
+                    let vring = VringRwLock::new(mem.clone(), QSIZE).unwrap();
+                    vring.set_queue_size(QSIZE);
+                    vring
+                        .set_queue_info(q.desc_table_addr().0, q.avail_addr().0, q.used_addr().0)
+                        .unwrap();
+                    vring.set_queue_ready(true);
+                    vring
+                })
+                .collect();
+            Rig {
+                gm,
+                queues,
+                backend,
+                vrings,
+            }
+        }
+
+        fn queue(&self, base: GuestAddress) -> &MockSplitQueue<'static, GuestMemory> {
+            &self.queues[usize::from(base == EVENT_RING)]
+        }
+
+        fn mem_ref(&self) -> &GuestMemory {
+            self.gm
+        }
+
+        /// Posts a chain of (addr, len, writable) descriptors at table index `first`.
+        fn post(&self, base: GuestAddress, first: u16, descs: &[(u64, u32, bool)]) {
+            let raw: Vec<RawDescriptor> = descs
+                .iter()
+                .enumerate()
+                .map(|(i, &(addr, len, w))| {
+                    let last = i + 1 == descs.len();
+                    let mut flags = if w { VRING_DESC_F_WRITE as u16 } else { 0 };
+                    if !last {
+                        flags |= VRING_DESC_F_NEXT as u16;
+                    }
+                    RawDescriptor::from(SplitDescriptor::new(
+                        addr,
+                        len,
+                        flags,
+                        if last { 0 } else { first + i as u16 + 1 },
+                    ))
+                })
+                .collect();
+            self.queue(base).add_desc_chains(&raw, first).unwrap();
+        }
+
+        /// Posts a control buffer with these requests and room for
+        /// `resp_slots` responses; returns the response address.
+        fn post_ctrl(&self, first: u16, reqs: &[u8], resp_slots: usize) -> u64 {
+            let req_addr = DATA + first as u64 * 0x1000;
+            let resp_addr = req_addr + 0x800;
+            self.mem_ref()
+                .write_slice(reqs, GuestAddress(req_addr))
+                .unwrap();
+            self.post(
+                CTRL_RING,
+                first,
+                &[
+                    (req_addr, reqs.len() as u32, false),
+                    (resp_addr, (resp_slots * CtrlResponse::SIZE) as u32, true),
+                ],
+            );
+            resp_addr
+        }
+
+        fn kick(&mut self, queue: u16) {
+            // Call the inner handler so a queue error fails the test
+            // (handle_event only logs it).
+            self.backend.handle(queue, &self.vrings).unwrap();
+        }
+
+        /// (id, len) of used element `i` of the ring at `base`.
+        fn used(&self, base: GuestAddress, i: usize) -> Option<(u32, u32)> {
+            let q = self.queue(base);
+            let idx = q.used().idx().load();
+            (i < idx as usize).then(|| {
+                let e = q.used().ring().ref_at(i).unwrap().load();
+                (e.id(), e.len())
+            })
+        }
+
+        fn responses(&self, addr: u64, n: usize) -> Vec<CtrlResponse> {
+            let mut b = vec![0u8; n * CtrlResponse::SIZE];
+            self.mem_ref()
+                .read_slice(&mut b, GuestAddress(addr))
+                .unwrap();
+            b.chunks(CtrlResponse::SIZE)
+                .map(|c| CtrlResponse::from_bytes(c).unwrap())
+                .collect()
+        }
+    }
+
+    fn req(vcpu: u32, op: CtrlOp, reg: SysReg, value: u64) -> Vec<u8> {
+        CtrlRequest {
+            vcpu,
+            reg: reg.encoding(),
+            op,
+            value,
+        }
+        .to_bytes()
+        .to_vec()
+    }
+
+    #[test]
+    fn config_space() {
+        let b = VhostUserSpeBackend::new(4, Features::neoverse_n1()).unwrap();
+        let bytes = b.get_config(0, VIRTIO_SPE_CONFIG_SIZE as u32);
+        let cfg = Config::from_bytes(&bytes).unwrap();
+        assert_eq!(cfg.num_vcpus, 4);
+        assert_eq!(cfg.pmsidr, Features::neoverse_n1().pmsidr());
+        assert_eq!(cfg.pmbidr, Features::neoverse_n1().pmbidr());
+        assert_eq!(cfg.version, VIRTIO_SPE_VERSION);
+        assert_eq!(cfg.features & VIRTIO_SPE_F_SNAPSHOT, 0);
+        let max = VhostUserSpeBackend::new(1, Features::max()).unwrap();
+        assert_ne!(max.config().features & VIRTIO_SPE_F_SNAPSHOT, 0);
+        // Partial reads and out-of-range reads.
+        assert_eq!(b.get_config(8, 8), bytes[8..16].to_vec());
+        assert!(b.get_config(60, 8).is_empty());
+        assert!(b.get_config(u32::MAX, 2).is_empty());
+    }
+
+    #[test]
+    fn features_and_queues() {
+        let b = VhostUserSpeBackend::new(1, Features::default()).unwrap();
+        assert_eq!(b.num_queues(), 2);
+        assert_ne!(b.features() & (1 << VIRTIO_F_VERSION_1), 0);
+        assert!(b
+            .protocol_features()
+            .contains(VhostUserProtocolFeatures::CONFIG | VhostUserProtocolFeatures::MQ));
+        assert!(b.exit_event(0).is_some());
+    }
+
+    #[test]
+    fn batched_write_then_read_back() {
+        let mut rig = Rig::new(2);
+        let limit = 0xffff_0000_1000_0000;
+        let mut reqs = req(1, CtrlOp::Write, SysReg::PmscrEl1, 0x23);
+        reqs.extend(req(1, CtrlOp::Write, SysReg::PmblimitrEl1, limit));
+        reqs.extend(req(1, CtrlOp::Read, SysReg::PmscrEl1, 0));
+        reqs.extend(req(1, CtrlOp::Read, SysReg::PmblimitrEl1, 0));
+        reqs.extend(req(0, CtrlOp::Read, SysReg::PmblimitrEl1, 0));
+        let resp = rig.post_ctrl(0, &reqs, 5);
+        rig.kick(CONTROL_QUEUE);
+
+        assert_eq!(
+            rig.used(CTRL_RING, 0),
+            Some((0, 5 * CtrlResponse::SIZE as u32))
+        );
+        let r = rig.responses(resp, 5);
+        assert!(r.iter().all(|r| r.status == CtrlStatus::Ok && !r.pmbirq));
+        assert_eq!(r[2].value, 0x23);
+        assert_eq!(r[3].value, limit);
+        // vCPUs have separate SPUs.
+        assert_eq!(r[4].value, 0);
+    }
+
+    #[test]
+    fn bad_requests_get_error_statuses() {
+        let mut rig = Rig::new(1);
+        let mut reqs = req(1, CtrlOp::Read, SysReg::PmscrEl1, 0);
+        let mut unknown = req(0, CtrlOp::Read, SysReg::PmscrEl1, 0);
+        unknown[4..8].copy_from_slice(&0xdead_u32.to_le_bytes());
+        reqs.extend(unknown);
+        let mut bad_op = req(0, CtrlOp::Read, SysReg::PmscrEl1, 0);
+        bad_op[8] = 9;
+        reqs.extend(bad_op);
+        reqs.extend(req(0, CtrlOp::Write, SysReg::PmsidrEl1, 1));
+        let resp = rig.post_ctrl(0, &reqs, 4);
+        rig.kick(CONTROL_QUEUE);
+
+        let r = rig.responses(resp, 4);
+        assert_eq!(r[0].status, CtrlStatus::BadVcpu);
+        assert_eq!(r[1].status, CtrlStatus::UnknownRegister);
+        assert_eq!(r[2].status, CtrlStatus::Malformed);
+        // PMSIDR_EL1 is read-only: an architectural outcome, not a device error.
+        assert_eq!(r[3].status, CtrlStatus::Undefined);
+    }
+
+    #[test]
+    fn malformed_buffers_are_rejected() {
+        let mut rig = Rig::new(1);
+        // Not a whole number of requests: one MALFORMED response.
+        let r0 = rig.post_ctrl(0, &[0u8; CtrlRequest::SIZE + 1], 2);
+        // Too little room for the responses: dropped, used length 0.
+        let mut two = req(0, CtrlOp::Write, SysReg::PmscrEl1, 1);
+        two.extend(req(0, CtrlOp::Read, SysReg::PmscrEl1, 0));
+        rig.post_ctrl(2, &two, 1);
+        // Descriptor pointing outside guest memory: dropped.
+        rig.post(CTRL_RING, 4, &[(0x4000_0000, 24, false), (DATA, 16, true)]);
+        // No writable descriptor at all.
+        rig.post(CTRL_RING, 6, &[(DATA, 24, false)]);
+        rig.kick(CONTROL_QUEUE);
+
+        assert_eq!(rig.used(CTRL_RING, 0), Some((0, CtrlResponse::SIZE as u32)));
+        assert_eq!(rig.responses(r0, 1)[0].status, CtrlStatus::Malformed);
+        assert_eq!(rig.used(CTRL_RING, 1), Some((2, 0)));
+        assert_eq!(rig.used(CTRL_RING, 2), Some((4, 0)));
+        assert_eq!(rig.used(CTRL_RING, 3), Some((6, 0)));
+        // The dropped batch did not run.
+        let resp = rig.post_ctrl(8, &req(0, CtrlOp::Read, SysReg::PmscrEl1, 0), 1);
+        rig.kick(CONTROL_QUEUE);
+        assert_eq!(rig.responses(resp, 1)[0].value, 0);
+    }
+
+    #[test]
+    fn pmbirq_change_completes_an_event_buffer() {
+        let mut rig = Rig::new(2);
+        const PMBSR_S: u64 = 1 << 17;
+        // Raise PMBIRQ on vCPU 1 with no event buffer posted: it waits.
+        let resp = rig.post_ctrl(0, &req(1, CtrlOp::Write, SysReg::PmbsrEl1, PMBSR_S), 1);
+        rig.kick(CONTROL_QUEUE);
+        let r = rig.responses(resp, 1)[0];
+        assert_eq!(r.status, CtrlStatus::Ok);
+        assert!(r.pmbirq);
+        assert_eq!(rig.backend.pending_events(), 1);
+        assert_eq!(rig.used(EVENT_RING, 0), None);
+
+        // A too-small buffer is returned empty and the event stays pending.
+        let ev_addr = DATA + 0x8000;
+        rig.post(EVENT_RING, 0, &[(ev_addr, 8, true)]);
+        rig.post(EVENT_RING, 1, &[(ev_addr, Event::SIZE as u32, true)]);
+        rig.kick(EVENT_QUEUE);
+        assert_eq!(rig.used(EVENT_RING, 0), Some((0, 0)));
+        assert_eq!(rig.used(EVENT_RING, 1), Some((1, Event::SIZE as u32)));
+        assert_eq!(rig.backend.pending_events(), 0);
+        let mut b = [0u8; Event::SIZE];
+        rig.mem_ref()
+            .read_slice(&mut b, GuestAddress(ev_addr))
+            .unwrap();
+        let ev = Event::from_bytes(&b).unwrap();
+        assert_eq!(ev.vcpu, 1);
+        assert_eq!(ev.kind, EventKind::PmbirqChanged);
+        assert!(ev.pmbirq);
+        assert_ne!(ev.pmbsr & PMBSR_S, 0);
+
+        // Clearing S lowers the line; a posted buffer completes at once.
+        rig.post(EVENT_RING, 2, &[(ev_addr, Event::SIZE as u32, true)]);
+        rig.post_ctrl(1, &req(1, CtrlOp::Write, SysReg::PmbsrEl1, 0), 1);
+        rig.kick(CONTROL_QUEUE);
+        rig.mem_ref()
+            .read_slice(&mut b, GuestAddress(ev_addr))
+            .unwrap();
+        let ev = Event::from_bytes(&b).unwrap();
+        assert!(!ev.pmbirq);
+        assert_eq!(rig.used(EVENT_RING, 2), Some((2, Event::SIZE as u32)));
+
+        // Writing the same level again is no change, so no event.
+        rig.post_ctrl(2, &req(1, CtrlOp::Write, SysReg::PmbsrEl1, 0), 1);
+        rig.kick(CONTROL_QUEUE);
+        assert_eq!(rig.backend.pending_events(), 0);
+    }
+
+    #[test]
+    fn snapshot_capture_completes_an_event_buffer() {
+        let mut rig = Rig::new(1);
+        rig.backend = VhostUserSpeBackend::new(1, Features::max()).unwrap();
+        rig.backend
+            .update_memory(GuestMemoryAtomic::new(rig.gm.clone()))
+            .unwrap();
+        let ev_addr = DATA + 0x8000;
+        rig.post(EVENT_RING, 0, &[(ev_addr, Event::SIZE as u32, true)]);
+        let resp = rig.post_ctrl(0, &req(0, CtrlOp::Write, SysReg::PmsscrEl1, 1), 1);
+        rig.kick(CONTROL_QUEUE);
+        assert_eq!(rig.responses(resp, 1)[0].status, CtrlStatus::Ok);
+        assert_eq!(rig.used(EVENT_RING, 0), Some((0, Event::SIZE as u32)));
+        let mut b = [0u8; Event::SIZE];
+        rig.mem_ref()
+            .read_slice(&mut b, GuestAddress(ev_addr))
+            .unwrap();
+        let ev = Event::from_bytes(&b).unwrap();
+        assert_eq!(ev.kind, EventKind::SnapshotDone);
+        // SS reads 0 once the capture is over, whether it was taken or not (NC).
+        assert_eq!(ev.data & PMSSCR_SS, 0);
+    }
+
+    #[test]
+    fn reset_device_clears_state() {
+        let mut rig = Rig::new(1);
+        rig.post_ctrl(0, &req(0, CtrlOp::Write, SysReg::PmscrEl1, 0x3), 1);
+        rig.kick(CONTROL_QUEUE);
+        rig.backend.reset_device();
+        let resp = rig.post_ctrl(1, &req(0, CtrlOp::Read, SysReg::PmscrEl1, 0), 1);
+        rig.kick(CONTROL_QUEUE);
+        assert_eq!(rig.responses(resp, 1)[0].value, 0);
+    }
+
+    #[test]
+    fn unknown_events_and_missing_memory_do_not_fail_the_worker() {
+        let mut rig = Rig::new(1);
+        assert!(rig
+            .backend
+            .handle_event(7, EventSet::IN, &rig.vrings, 0)
+            .is_ok());
+        assert!(rig
+            .backend
+            .handle_event(CONTROL_QUEUE, EventSet::OUT, &rig.vrings, 0)
+            .is_err());
+        let mut fresh = VhostUserSpeBackend::new(1, Features::default()).unwrap();
+        assert!(fresh
+            .handle_event(CONTROL_QUEUE, EventSet::IN, &rig.vrings, 0)
+            .is_ok());
+    }
+}
