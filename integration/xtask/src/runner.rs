@@ -17,9 +17,9 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 /// The paravirtual device's identity, as the guest must see it.
-pub const VIRTIO_ID: u16 = 58;
-pub const NUM_VQS: u32 = 2;
-pub const CONFIG_SIZE: u32 = 64;
+pub const VIRTIO_ID: u32 = spe_protocol::virtio::VIRTIO_ID_SPE;
+pub const NUM_VQS: usize = spe_protocol::virtio::NUM_QUEUES;
+pub const CONFIG_SIZE: usize = spe_protocol::virtio::VIRTIO_SPE_CONFIG_SIZE;
 pub const VCPUS: u32 = 2;
 
 /// Kills and reaps its child on drop unless it has already exited.

@@ -1,6 +1,6 @@
 //! The guest scenarios and what the host checks after each run.
 
-use crate::runner::{GuestRun, Rig, RunOutput, Verdict, VIRTIO_ID};
+use crate::runner::{GuestRun, Rig, RunOutput, Verdict, VCPUS, VIRTIO_ID};
 use crate::util::tail;
 use anyhow::Result;
 use std::time::Duration;
@@ -115,6 +115,15 @@ pub fn check_virtio_device(out: &RunOutput) -> Result<(), String> {
         errs.push(format!(
             "guest virtio device id {:?}, want {want_virtio}",
             out.result("virtio_device_id")
+        ));
+    }
+    // Config offset 0 is num_vcpus (spe_protocol::virtio::Config): the
+    // guest read what the backend serves, through QEMU.
+    let want_dword0 = format!("0x{VCPUS:08x}");
+    if out.result("config_dword0") != Some(want_dword0.as_str()) {
+        errs.push(format!(
+            "guest config dword 0 (num_vcpus) {:?}, want {want_dword0}",
+            out.result("config_dword0")
         ));
     }
     for line in [BACKEND_CONNECTED, BACKEND_GET_CONFIG] {
@@ -237,7 +246,11 @@ mod tests {
         let s = &all()[1];
         let good = out(
             Verdict::Pass,
-            &[("pci_device_id", "0x107a"), ("virtio_device_id", "0x003a")],
+            &[
+                ("pci_device_id", "0x107a"),
+                ("virtio_device_id", "0x003a"),
+                ("config_dword0", "0x00000002"),
+            ],
             "",
             "[INFO] vhost-user connection accepted\n[INFO] vhost-user GET_CONFIG size=64\n",
         );
