@@ -92,12 +92,13 @@ fn prepare(paths: &Paths) -> Result<Rig> {
     let work = paths.work();
     std::fs::create_dir_all(&work)?;
     let initrd = work.join(format!("initramfs-{}.cpio", env.guest.kver));
+    let modules = guest_modules(paths, &env.guest)?;
     let t_img = Instant::now();
     initramfs::build(
         &env.guest,
         Some(&env.perf),
         &paths.repo.join("integration/guest"),
-        &[],
+        &modules,
         &initrd,
     )
     .context("building the guest initramfs")?;
@@ -122,6 +123,41 @@ fn prepare(paths: &Paths) -> Result<Rig> {
         backend,
         runs_dir: work.join("runs"),
     })
+}
+
+/// Cross-builds the guest driver (`guest-driver/`, once it has a Kbuild)
+/// against the Debian headers, in a copy so the source tree stays clean.
+/// The modules land in the initramfs under lib/modules/<kver>/extra.
+fn guest_modules(paths: &Paths, guest: &setup::Guest) -> Result<Vec<PathBuf>> {
+    let src = paths.repo.join("guest-driver");
+    if !src.join("Kbuild").exists() && !src.join("Makefile").exists() {
+        return Ok(Vec::new());
+    }
+    let step = Step::new("guest-driver: cross-building the module");
+    let build = paths.work().join("guest-driver");
+    let _ = std::fs::remove_dir_all(&build);
+    std::fs::create_dir_all(&build)?;
+    for e in std::fs::read_dir(&src)? {
+        let p = e?.path();
+        if p.is_file() {
+            std::fs::copy(&p, build.join(p.file_name().unwrap()))?;
+        }
+    }
+    util::run(
+        "guest-driver: make modules (aarch64-linux-gnu-gcc, Debian headers)",
+        Command::new("make")
+            .arg("-C")
+            .arg(&guest.headers)
+            .arg(format!("M={}", build.display()))
+            .args(["ARCH=arm64", "CROSS_COMPILE=aarch64-linux-gnu-", "modules"]),
+    )?;
+    let mut kos: Vec<PathBuf> = std::fs::read_dir(&build)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "ko"))
+        .collect();
+    kos.sort();
+    step.done(&format!("{} module(s)", kos.len()));
+    Ok(kos)
 }
 
 fn cargo() -> Command {
