@@ -20,7 +20,8 @@ const USAGE: &str = "usage: cargo xtask <command>
   test [--no-lint] [SCENARIO...]
                      setup, fmt/clippy/unit tests, then the guest scenarios
   demo               setup, then boot a guest with the backend attached
-  run SCENARIO       boot one guest scenario script (integration/guest/scenarios)
+  run [--no-backend] SCENARIO
+                     boot one guest scenario script (integration/guest/scenarios)
   scenarios          list the scenarios of `test`";
 
 fn main() -> ExitCode {
@@ -55,13 +56,17 @@ fn real_main(args: &[String]) -> Result<bool> {
         "test" => test(rest),
         "demo" => demo(),
         "run" => {
-            let name = rest.first().context("run: which scenario script?")?;
+            let backend = !rest.iter().any(|a| a == "--no-backend");
+            let name = rest
+                .iter()
+                .find(|a| !a.starts_with("--"))
+                .context("run: which scenario script?")?;
             let paths = Paths::discover()?;
             let rig = prepare(&paths)?;
             let out = rig.run(&GuestRun {
                 scenario: name.clone(),
                 run_name: format!("run-{name}"),
-                backend: true,
+                backend,
                 timeout: Duration::from_secs(300),
                 kill_backend_when: None,
             })?;
