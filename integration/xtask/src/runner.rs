@@ -327,8 +327,21 @@ fn wait(
                 // A clean exit after QEMU hung up is the backend's business;
                 // anything else while the guest runs is a crash.
                 if !st.success() {
+                    // Give QEMU a moment to show whether it survives the
+                    // loss of its back end (it must: the guest keeps running).
+                    let grace = Instant::now() + Duration::from_secs(1);
+                    while Instant::now() < grace {
+                        if let Some(qst) = qemu.try_wait()? {
+                            return Ok(Ending::BackendDied(format!(
+                                "backend crashed ({st}); QEMU then exited ({qst})"
+                            )));
+                        }
+                        sleep(Duration::from_millis(50));
+                    }
                     qemu.kill();
-                    return Ok(Ending::BackendDied(format!("backend crashed ({st})")));
+                    return Ok(Ending::BackendDied(format!(
+                        "backend crashed ({st}); QEMU survived and was stopped"
+                    )));
                 }
             }
         }
