@@ -70,11 +70,21 @@ impl Client {
         msg.extend_from_slice(&Header::request(t, vcpu, payload.len()).to_bytes());
         msg.extend_from_slice(payload);
         self.send_raw(&msg, fds)?;
-        let (h, p) = self.recv()?;
-        if h.msg_type != t as u16 | channel::REPLY || h.vcpu != vcpu {
+        // Replies have a fixed size per type and arrive in one write, so
+        // one read usually gets all of it (this is the latency path).
+        let want = match t {
+            MsgType::Hello => HelloReply::SIZE,
+            MsgType::Sysreg => SysregReply::SIZE,
+            _ => Status::SIZE,
+        };
+        let mut buf = [0u8; Header::SIZE + HelloReply::SIZE];
+        let buf = &mut buf[..Header::SIZE + want];
+        self.stream.read_exact(buf)?;
+        let h = Header::from_bytes(&buf[..Header::SIZE]).map_err(bad)?;
+        if h.msg_type != t as u16 | channel::REPLY || h.vcpu != vcpu || h.size as usize != want {
             return Err(bad(format!("reply {h:?} to {t:?} for vCPU {vcpu}")));
         }
-        Ok(p)
+        Ok(buf[Header::SIZE..].to_vec())
     }
 
     fn status(
