@@ -7,6 +7,7 @@
 //! [`ring`] and the [`synthetic`] operation source).
 
 pub mod decode;
+pub mod fuzzing;
 pub mod qemu;
 pub mod ring;
 pub mod spu;

@@ -12,8 +12,8 @@
 pub mod client;
 
 use std::fs::File;
-use std::io::{self, Read, Write};
-use std::os::fd::{FromRawFd, IntoRawFd, RawFd};
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -364,9 +364,14 @@ impl Server {
             iov_base: hdr.as_mut_ptr().cast(),
             iov_len: hdr.len(),
         }];
-        // SAFETY: the iovec points at `hdr`, which lives across the call.
-        let (n, nfds) = unsafe { stream.recv_with_fds(&mut iov, &mut raw_fds) }
-            .map_err(|e| ConnError::Io(io::Error::from_raw_os_error(e.errno())))?;
+        let (n, nfds) = loop {
+            // SAFETY: the iovec points at `hdr`, which lives across the call.
+            match unsafe { stream.recv_with_fds(&mut iov, &mut raw_fds) } {
+                Ok(r) => break r,
+                Err(e) if e.errno() == libc::EINTR => continue,
+                Err(e) => return Err(ConnError::Io(io::Error::from_raw_os_error(e.errno()))),
+            }
+        };
         // SAFETY: recvmsg gave us these descriptors; we own them now.
         let fds: Vec<File> = raw_fds[..nfds]
             .iter()
@@ -409,7 +414,7 @@ impl Server {
             }
             let hello = Hello::from_bytes(payload)?;
             let (reply, vm) = hello_reply(&self.cfg, &hello);
-            send(&mut conn.stream, &h, &reply.to_bytes())?;
+            send(&conn.stream, &h, &reply.to_bytes())?;
             let Some(vm) = vm else {
                 return Err(protocol(format!(
                     "HELLO refused (status {}): version {}, {} vCPUs",
@@ -448,7 +453,7 @@ impl Server {
             let req = SysregAccess::from_bytes(payload)?;
             let reply = sysreg(vm, h.vcpu, &req)?;
             vm.publish_irqs();
-            return send(&mut conn.stream, &h, &reply.to_bytes());
+            return send(&conn.stream, &h, &reply.to_bytes());
         }
 
         let status = if !vcpu_ok {
@@ -541,7 +546,7 @@ impl Server {
         let pmbirq = status == Status::OK
             && h.vcpu != ALL_VCPUS
             && vm.spus.get(h.vcpu as usize).is_some_and(Spu::pmbirq);
-        send(&mut conn.stream, &h, &Status { status, pmbirq }.to_bytes())
+        send(&conn.stream, &h, &Status { status, pmbirq }.to_bytes())
     }
 }
 
@@ -668,13 +673,35 @@ fn sysreg(vm: &mut Vm, vcpu: u32, req: &SysregAccess) -> Result<SysregReply, Con
     })
 }
 
-fn send(stream: &mut UnixStream, req: &Header, payload: &[u8]) -> Result<(), ConnError> {
+fn send(stream: &UnixStream, req: &Header, payload: &[u8]) -> Result<(), ConnError> {
     let mut buf = [0u8; Header::SIZE + HelloReply::SIZE];
     let n = Header::SIZE + payload.len();
     buf[..Header::SIZE].copy_from_slice(&req.reply_to(payload.len()).to_bytes());
     buf[Header::SIZE..n].copy_from_slice(payload);
-    // One write: header and payload leave together.
-    stream.write_all(&buf[..n]).map_err(ConnError::Io)
+    // One write: header and payload leave together. MSG_NOSIGNAL: a peer
+    // that vanished is an error here, not a SIGPIPE for a host process
+    // whose main is not Rust's (which would not ignore it).
+    let mut sent = 0;
+    while sent < n {
+        // SAFETY: sends initialised bytes of `buf` on a socket we own.
+        let r = unsafe {
+            libc::send(
+                stream.as_raw_fd(),
+                buf[sent..n].as_ptr().cast(),
+                n - sent,
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(ConnError::Io(e));
+        }
+        sent += r as usize;
+    }
+    Ok(())
 }
 
 /// Maps SET_MEM_TABLE's regions, one fd each, as vhost-user back ends do.
