@@ -57,7 +57,8 @@ struct ServeArgs {
           value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     synthetic: Option<u64>,
 
-    /// Number of vCPUs, i.e. of SPUs the device models.
+    /// Number of vCPUs, i.e. of SPUs, of the vhost-user device (the QEMU
+    /// channel takes the count from QEMU's HELLO).
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..=512))]
     vcpus: u32,
