@@ -73,6 +73,19 @@ enum CtrlReg {
     Translation(u32),
 }
 
+impl fmt::Display for CtrlReg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            CtrlReg::Spe(r) => f.write_str(&r.name()),
+            CtrlReg::Translation(REG_SCTLR_EL1) => f.write_str("SCTLR_EL1"),
+            CtrlReg::Translation(REG_TCR_EL1) => f.write_str("TCR_EL1"),
+            CtrlReg::Translation(REG_TTBR0_EL1) => f.write_str("TTBR0_EL1"),
+            CtrlReg::Translation(REG_TTBR1_EL1) => f.write_str("TTBR1_EL1"),
+            CtrlReg::Translation(enc) => write!(f, "register {enc:#x}"),
+        }
+    }
+}
+
 type GuestMemory = GuestMemoryMmap<()>;
 type GuestMem = GuestMemoryAtomic<GuestMemory>;
 type MemGuard = GuestMemoryLoadGuard<GuestMemory>;
@@ -280,7 +293,7 @@ impl VhostUserSpeBackend {
             }
         };
         debug!(
-            "vCPU {} {:?} {:?} {:#x} -> {:?}",
+            "vCPU {} {:?} {} {:#x} -> {:?}",
             req.vcpu, req.op, reg, req.value, result
         );
         let (status, value) = match result {
@@ -1088,5 +1101,15 @@ mod tests {
         assert!(fresh
             .handle_event(CONTROL_QUEUE, EventSet::IN, &rig.vrings, 0)
             .is_ok());
+        // A timer tick before SET_MEM_TABLE, or a spurious one (nothing to
+        // read from the non-blocking timer), samples nothing.
+        assert!(fresh.handle(SYNTHETIC_EVENT, &rig.vrings).is_ok());
+        let mut fresh = fresh.with_synthetic(1_000_000).unwrap();
+        fresh.handle(SYNTHETIC_EVENT, &rig.vrings).unwrap();
+        std::thread::sleep(synthetic::TICK * 2);
+        fresh.handle(SYNTHETIC_EVENT, &rig.vrings).unwrap();
+        fresh.handle(SYNTHETIC_EVENT, &rig.vrings).unwrap();
+        assert_eq!(fresh.spus[0].stats().samples, 0);
+        assert_eq!(fresh.pending_events(), 0);
     }
 }

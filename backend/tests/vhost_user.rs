@@ -157,15 +157,18 @@ fn handshake_and_config_space() {
 
 #[test]
 fn serves_again_after_disconnect() {
-    let d = Daemon::start("reconnect", &["--vcpus", "2"]);
+    // With --synthetic, each connection's backend brings its own timer.
+    let d = Daemon::start("reconnect", &["--vcpus", "2", "--synthetic", "1000"]);
     for n in 1..=3 {
         let mut fe = d.connect();
         handshake(&mut fe);
         assert_eq!(read_config(&mut fe).num_vcpus, 2);
+        d.wait_log("synthetic source: 1000 ops/s per vCPU", n);
         drop(fe);
         d.wait_log("vhost-user connection accepted", n);
         d.wait_log("vhost-user front end disconnected", n);
     }
+    assert!(!d.log().contains("not started"));
 }
 
 #[test]
