@@ -53,8 +53,8 @@ const PMSSCR_SS: u64 = 1;
 /// `0..=NUM_QUEUES` for the queues and its exit/vring-enable event.
 pub const SYNTHETIC_EVENT: u16 = NUM_QUEUES as u16 + 1;
 
-/// The device's copy of translation register `enc` (a `REG_*` encoding of
-/// [`spe_protocol::virtio`]) in `x`, or `None` if `enc` is not one.
+/// The field of `x` that holds translation register `enc` (a `REG_*`
+/// encoding of [`spe_protocol::virtio`]), or `None` if `enc` is not one.
 fn translation_reg(x: &mut TranslationRegs, enc: u32) -> Option<&mut u64> {
     Some(match enc {
         REG_SCTLR_EL1 => &mut x.sctlr_el1,
