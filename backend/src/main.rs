@@ -50,10 +50,10 @@ struct ServeArgs {
     qemu_socket: Option<PathBuf>,
 
     /// Feed RATE synthetic sampled operations per second to each vCPU of the
-    /// VM on --qemu-socket (an EL1 load/store/branch mix through the guest's
-    /// own interval counter and filters), to exercise buffers and PMBIRQ
-    /// without a TCG feed.
-    #[arg(long, value_name = "RATE", requires = "qemu_socket",
+    /// VM(s) on --socket-path and --qemu-socket (an EL1 load/store/branch mix
+    /// through the guest's own interval counter and filters), to exercise
+    /// buffers and PMBIRQ without a TCG feed or a guest workload.
+    #[arg(long, value_name = "RATE",
           value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     synthetic: Option<u64>,
 
@@ -168,19 +168,23 @@ fn run_server(args: ServeArgs) -> ExitCode {
             }
         };
         info!(
-            "vhost-device-spe listening on {} ({} vCPU(s), cpu {:?}, PMSIDR_EL1={:#x}, PMBIDR_EL1={:#x})",
+            "vhost-device-spe listening on {} ({} vCPU(s), cpu {:?}, PMSIDR_EL1={:#x}, PMBIDR_EL1={:#x}{})",
             socket.display(),
             args.vcpus,
             args.cpu,
             features.pmsidr(),
-            features.pmbidr()
+            features.pmbidr(),
+            args.synthetic
+                .map(|r| format!(", synthetic {r} ops/s per vCPU"))
+                .unwrap_or_default()
         );
         let vcpus = args.vcpus;
+        let synthetic = args.synthetic;
         let features = features.clone();
         let server = std::thread::Builder::new()
             .name("vhu-listener".into())
             .spawn(move || {
-                let res = vhu_spe::serve(&mut listener, vcpus, &features);
+                let res = vhu_spe::serve(&mut listener, vcpus, &features, synthetic);
                 if let Err(e) = &res {
                     error!("{e}");
                 }

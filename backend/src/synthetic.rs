@@ -2,15 +2,42 @@
 //! EL1 kernel instruction stream for exercising the buffer and PMBIRQ
 //! without a TCG feed. Operations go through [`Spu::operation`], so the
 //! guest's interval counter and filters apply exactly as to real ones.
+//!
+//! Both front ends run it the same way: a [`TimerFd`] armed with [`arm`]
+//! in their event loop, and [`Synthetic::tick`] on each expiry, on the
+//! thread that owns the SPUs (the QEMU channel's thread, the vhost-user
+//! worker), so sampling never races a register access.
 
-use std::time::Instant;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
 
 use spe_protocol::op::{OpClass, SampledOp};
 use spe_protocol::packet::{events, op as opclass};
 use spe_protocol::regs::El;
 use vm_memory::GuestMemory;
+use vmm_sys_util::timerfd::TimerFd;
 
 use crate::spu::Spu;
+
+/// Period of the timer that paces the source.
+pub const TICK: Duration = Duration::from_millis(1);
+
+/// Starts `timer` expiring every [`TICK`], and makes it non-blocking so
+/// a spurious wake-up cannot stall the event loop in `read`.
+pub fn arm(timer: &mut TimerFd) -> io::Result<()> {
+    // SAFETY: F_GETFL/F_SETFL on a descriptor we own; results are checked.
+    unsafe {
+        let fd = timer.as_raw_fd();
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    timer
+        .reset(TICK, Some(TICK))
+        .map_err(|e| io::Error::from_raw_os_error(e.errno()))
+}
 
 /// Kernel text the generated PCs fall in (a Linux arm64 `_text`).
 pub const TEXT_BASE: u64 = 0xFFFF_8000_0801_0000;
@@ -144,8 +171,8 @@ impl Synthetic {
 
     /// Operations per vCPU owed at `now`. Debt beyond 10 ms worth (the
     /// loop was busy, or the rate exceeds what the model sustains) is
-    /// dropped, so one tick never holds the channel's thread, and with it
-    /// a vCPU waiting for a SYSREG reply, for long.
+    /// dropped, so one tick never holds the front end's thread, and with
+    /// it a vCPU waiting for a register access, for long.
     pub fn due(&mut self, now: Instant) -> u64 {
         let start = *self.start.get_or_insert(now);
         let total =
@@ -171,6 +198,17 @@ impl Synthetic {
     pub fn run_due<M: GuestMemory>(&mut self, now: Instant, spus: &mut [Spu], mem: &M) {
         let n = self.due(now);
         self.run(n, spus, mem);
+    }
+
+    /// One expiry of the [`arm`]ed `timer`: consumes it (epoll is
+    /// level-triggered) and runs what is due, if there is guest memory to
+    /// write to yet.
+    pub fn tick<M: GuestMemory>(&mut self, timer: &mut TimerFd, spus: &mut [Spu], mem: Option<&M>) {
+        // Nothing to read (EAGAIN) just means a spurious wake-up.
+        let _ = timer.wait();
+        if let Some(mem) = mem {
+            self.run_due(Instant::now(), spus, mem);
+        }
     }
 }
 

@@ -6,16 +6,25 @@
 //! queue (vhost 0.18 gives a back end no way to send a config-change
 //! interrupt, so completing an event buffer is the device's interrupt).
 //! Message layouts live in [`spe_protocol::virtio`].
+//!
+//! The driver also mirrors its EL1 translation registers to the device
+//! through the control queue, since the buffer it programs is in kernel
+//! virtual addresses. With `--synthetic` the [`Synthetic`] source feeds
+//! every SPU from a timer registered in the vhost-user worker's epoll loop
+//! (event [`SYNTHETIC_EVENT`]), so records land in the guest memory of
+//! SET_MEM_TABLE, and PMBIRQ changes it causes go out on the event queue.
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
 
 use log::{debug, error, info, warn};
-use spe_protocol::regs::SysReg;
+use spe_protocol::regs::{SysReg, TranslationRegs};
 use spe_protocol::virtio::{
     Config, CtrlOp, CtrlRequest, CtrlResponse, CtrlStatus, Event, EventKind, CONTROL_QUEUE,
-    EVENT_QUEUE, MAX_BATCH, NUM_QUEUES, VIRTIO_SPE_F_SNAPSHOT, VIRTIO_SPE_VERSION,
+    EVENT_QUEUE, MAX_BATCH, NUM_QUEUES, REG_SCTLR_EL1, REG_TCR_EL1, REG_TTBR0_EL1, REG_TTBR1_EL1,
+    VIRTIO_SPE_F_SNAPSHOT, VIRTIO_SPE_VERSION,
 };
 use vhost::vhost_user::message::{VhostUserProtocolFeatures, VhostUserVirtioFeatures};
 use vhost_user_backend::{VhostUserBackendMut, VringRwLock, VringT};
@@ -27,8 +36,10 @@ use vmm_sys_util::epoll::EventSet;
 use vmm_sys_util::event::{
     new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
 };
+use vmm_sys_util::timerfd::TimerFd;
 
 use crate::spu::{Features, Spu};
+use crate::synthetic::{self, Synthetic};
 
 /// Largest virtqueue the device accepts.
 pub const QUEUE_SIZE: usize = 1024;
@@ -38,6 +49,42 @@ pub const QUEUE_SIZE: usize = 1024;
 pub const MAX_PENDING_EVENTS: usize = 1024;
 /// PMSSCR_EL1.SS: writing 1 requests a PMU snapshot capture.
 const PMSSCR_SS: u64 = 1;
+/// Epoll data of the synthetic source's timer. The worker reserves
+/// `0..=NUM_QUEUES` for the queues and its exit/vring-enable event.
+pub const SYNTHETIC_EVENT: u16 = NUM_QUEUES as u16 + 1;
+
+/// The field of `x` that holds translation register `enc` (a `REG_*`
+/// encoding of [`spe_protocol::virtio`]), or `None` if `enc` is not one.
+fn translation_reg(x: &mut TranslationRegs, enc: u32) -> Option<&mut u64> {
+    Some(match enc {
+        REG_SCTLR_EL1 => &mut x.sctlr_el1,
+        REG_TCR_EL1 => &mut x.tcr_el1,
+        REG_TTBR0_EL1 => &mut x.ttbr0_el1,
+        REG_TTBR1_EL1 => &mut x.ttbr1_el1,
+        _ => return None,
+    })
+}
+
+/// A register the control queue reaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CtrlReg {
+    Spe(SysReg),
+    /// One of the EL1 translation registers, by encoding.
+    Translation(u32),
+}
+
+impl fmt::Display for CtrlReg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            CtrlReg::Spe(r) => f.write_str(&r.name()),
+            CtrlReg::Translation(REG_SCTLR_EL1) => f.write_str("SCTLR_EL1"),
+            CtrlReg::Translation(REG_TCR_EL1) => f.write_str("TCR_EL1"),
+            CtrlReg::Translation(REG_TTBR0_EL1) => f.write_str("TTBR0_EL1"),
+            CtrlReg::Translation(REG_TTBR1_EL1) => f.write_str("TTBR1_EL1"),
+            CtrlReg::Translation(enc) => write!(f, "register {enc:#x}"),
+        }
+    }
+}
 
 type GuestMemory = GuestMemoryMmap<()>;
 type GuestMem = GuestMemoryAtomic<GuestMemory>;
@@ -89,6 +136,8 @@ pub struct VhostUserSpeBackend {
     pending: VecDeque<Event>,
     event_idx: bool,
     mem: Option<GuestMem>,
+    /// The `--synthetic` source and the timer that paces it.
+    synthetic: Option<(Synthetic, TimerFd)>,
     exit_consumer: EventConsumer,
     exit_notifier: EventNotifier,
 }
@@ -119,9 +168,25 @@ impl VhostUserSpeBackend {
             pending: VecDeque::new(),
             event_idx: false,
             mem: None,
+            synthetic: None,
             exit_consumer,
             exit_notifier,
         })
+    }
+
+    /// Feeds `rate` synthetic operations per second to every vCPU's SPU.
+    /// The timer starts now; register [`Self::synthetic_timer`] with the
+    /// worker under [`SYNTHETIC_EVENT`] so its ticks reach `handle_event`.
+    pub fn with_synthetic(mut self, rate: u64) -> io::Result<Self> {
+        let mut timer = TimerFd::new().map_err(|e| io::Error::from_raw_os_error(e.errno()))?;
+        synthetic::arm(&mut timer)?;
+        self.synthetic = Some((Synthetic::new(self.config.num_vcpus, rate), timer));
+        Ok(self)
+    }
+
+    /// The synthetic source's timer, if there is one.
+    pub fn synthetic_timer(&self) -> Option<RawFd> {
+        self.synthetic.as_ref().map(|(_, t)| t.as_raw_fd())
     }
 
     /// The config space the device serves.
@@ -152,6 +217,36 @@ impl VhostUserSpeBackend {
         self.pending.push_back(ev);
     }
 
+    /// Queues a PMBIRQ event if vCPU `vcpu`'s level is not the one last
+    /// reported.
+    fn note_pmbirq(&mut self, vcpu: usize) {
+        let spu = &self.spus[vcpu];
+        let (pmbirq, pmbsr) = (spu.pmbirq(), spu.pmbsr());
+        if pmbirq != self.irq_level[vcpu] {
+            self.irq_level[vcpu] = pmbirq;
+            self.queue_event(Event {
+                vcpu: vcpu as u32,
+                kind: EventKind::PmbirqChanged,
+                pmbirq,
+                pmbsr,
+                data: 0,
+            });
+        }
+    }
+
+    /// One tick of the synthetic source: sample on every vCPU, then report
+    /// the PMBIRQ changes (buffer full, faults) that caused.
+    fn synthetic_tick(&mut self) {
+        let Some((source, timer)) = self.synthetic.as_mut() else {
+            return;
+        };
+        let mem = self.mem.as_ref().map(|m| m.memory());
+        source.tick(timer, &mut self.spus, mem.as_deref());
+        for vcpu in 0..self.spus.len() {
+            self.note_pmbirq(vcpu);
+        }
+    }
+
     /// Executes one control request and queues the events it causes.
     fn execute(&mut self, raw: &[u8]) -> CtrlResponse {
         let req = match CtrlRequest::from_bytes(raw) {
@@ -169,19 +264,36 @@ impl VhostUserSpeBackend {
             );
             return CtrlResponse::error(CtrlStatus::BadVcpu);
         };
-        let Some(reg) = SysReg::from_encoding(req.reg) else {
+        let mut xlat = *spu.translation();
+        let reg = if translation_reg(&mut xlat, req.reg).is_some() {
+            CtrlReg::Translation(req.reg)
+        } else if let Some(r) = SysReg::from_encoding(req.reg) {
+            CtrlReg::Spe(r)
+        } else {
             error!(
                 "control request for unknown register encoding {:#x}",
                 req.reg
             );
             return CtrlResponse::error(CtrlStatus::UnknownRegister);
         };
-        let result = match req.op {
-            CtrlOp::Read => spu.read_sysreg(reg),
-            CtrlOp::Write => spu.write_sysreg(reg, req.value).map(|()| 0),
+        let result = match (reg, req.op) {
+            (CtrlReg::Spe(r), CtrlOp::Read) => spu.read_sysreg(r),
+            (CtrlReg::Spe(r), CtrlOp::Write) => spu.write_sysreg(r, req.value).map(|()| 0),
+            (CtrlReg::Translation(enc), op) => {
+                // Checked above: `enc` is a translation register.
+                let slot = translation_reg(&mut xlat, enc).expect("translation register");
+                if op == CtrlOp::Write {
+                    *slot = req.value;
+                    // Also drops the cached buffer translation, as documented.
+                    spu.set_translation(xlat);
+                    Ok(0)
+                } else {
+                    Ok(*slot)
+                }
+            }
         };
         debug!(
-            "vCPU {} {:?} {:?} {:#x} -> {:?}",
+            "vCPU {} {:?} {} {:#x} -> {:?}",
             req.vcpu, req.op, reg, req.value, result
         );
         let (status, value) = match result {
@@ -194,20 +306,11 @@ impl VhostUserSpeBackend {
         // completed its capture by now; PMSSCR_EL1 tells how it went.
         let snapshot = (status == CtrlStatus::Ok
             && req.op == CtrlOp::Write
-            && reg == SysReg::PmsscrEl1
+            && reg == CtrlReg::Spe(SysReg::PmsscrEl1)
             && req.value & PMSSCR_SS != 0)
             .then(|| spu.read_sysreg(SysReg::PmsscrEl1).unwrap_or(0));
 
-        if pmbirq != self.irq_level[vcpu] {
-            self.irq_level[vcpu] = pmbirq;
-            self.queue_event(Event {
-                vcpu: req.vcpu,
-                kind: EventKind::PmbirqChanged,
-                pmbirq,
-                pmbsr,
-                data: 0,
-            });
-        }
+        self.note_pmbirq(vcpu);
         if let Some(pmsscr) = snapshot {
             self.queue_event(Event {
                 vcpu: req.vcpu,
@@ -381,6 +484,10 @@ impl VhostUserSpeBackend {
                 debug!("event queue kick");
                 self.flush_events(&vrings[EVENT_QUEUE as usize])
             }
+            SYNTHETIC_EVENT => {
+                self.synthetic_tick();
+                self.flush_events(&vrings[EVENT_QUEUE as usize])
+            }
             e => Err(Error::HandleEventUnknown(e)),
         }
     }
@@ -490,24 +597,26 @@ impl VhostUserBackendMut for VhostUserSpeBackend {
 /// reset SPUs; dropping the daemon after a disconnect stops its worker
 /// threads. A connection that fails (garbage on the socket, a bad message)
 /// is logged and closed, and the next one is accepted. Returns only if
-/// accepting fails.
+/// accepting fails. `synthetic` is the `--synthetic` rate, if any.
 pub fn serve(
     listener: &mut vhost::vhost_user::Listener,
     num_vcpus: u32,
     features: &Features,
+    synthetic: Option<u64>,
 ) -> io::Result<()> {
     use std::sync::{Arc, RwLock};
     use vhost::vhost_user::Error as VhostUserError;
     use vhost_user_backend::{Error as DaemonError, VhostUserDaemon};
 
     loop {
-        let backend = Arc::new(RwLock::new(VhostUserSpeBackend::new(
-            num_vcpus,
-            features.clone(),
-        )?));
+        let mut backend = VhostUserSpeBackend::new(num_vcpus, features.clone())?;
+        if let Some(rate) = synthetic {
+            backend = backend.with_synthetic(rate)?;
+        }
+        let timer = backend.synthetic_timer();
         let mut daemon = VhostUserDaemon::new(
             "vhost-device-spe".to_string(),
-            backend,
+            Arc::new(RwLock::new(backend)),
             GuestMemoryAtomic::new(GuestMemoryMmap::new()),
         )
         .map_err(|e| io::Error::other(format!("cannot create daemon: {e}")))?;
@@ -516,6 +625,20 @@ pub fn serve(
             .start(listener)
             .map_err(|e| io::Error::other(format!("cannot accept a connection: {e}")))?;
         info!("vhost-user connection accepted");
+        // Registered only now so an idle daemon does not wake every tick.
+        // One worker thread serves both queues (the default
+        // queues_per_thread), so its handler is the one to tick.
+        if let (Some(fd), Some(rate)) = (timer, synthetic) {
+            let registered = daemon
+                .get_epoll_handlers()
+                .first()
+                .map(|h| h.register_listener(fd, EventSet::IN, u64::from(SYNTHETIC_EVENT)));
+            match registered {
+                Some(Ok(())) => info!("synthetic source: {rate} ops/s per vCPU"),
+                Some(Err(e)) => error!("synthetic source not started: {e}"),
+                None => error!("synthetic source not started: no vhost-user worker"),
+            }
+        }
 
         match daemon.wait() {
             Ok(())
@@ -659,9 +782,13 @@ mod tests {
     }
 
     fn req(vcpu: u32, op: CtrlOp, reg: SysReg, value: u64) -> Vec<u8> {
+        raw_req(vcpu, op, reg.encoding(), value)
+    }
+
+    fn raw_req(vcpu: u32, op: CtrlOp, reg: u32, value: u64) -> Vec<u8> {
         CtrlRequest {
             vcpu,
-            reg: reg.encoding(),
+            reg,
             op,
             value,
         }
@@ -842,6 +969,113 @@ mod tests {
     }
 
     #[test]
+    fn translation_registers_are_per_vcpu_and_reach_the_spu() {
+        let mut rig = Rig::new(2);
+        let regs = [
+            (REG_SCTLR_EL1, 0x30d0_1805),
+            (REG_TCR_EL1, 0x5_b510_3510),
+            (REG_TTBR0_EL1, 0x4_1000),
+            (REG_TTBR1_EL1, 0x4_2000),
+        ];
+        let mut reqs = Vec::new();
+        for (enc, v) in regs {
+            reqs.extend(raw_req(1, CtrlOp::Write, enc, v));
+        }
+        for (enc, _) in regs {
+            reqs.extend(raw_req(1, CtrlOp::Read, enc, 0));
+        }
+        reqs.extend(raw_req(0, CtrlOp::Read, REG_TTBR1_EL1, 0));
+        let resp = rig.post_ctrl(0, &reqs, 9);
+        rig.kick(CONTROL_QUEUE);
+        let r = rig.responses(resp, 9);
+        assert!(r.iter().all(|r| r.status == CtrlStatus::Ok), "{r:?}");
+        let read: Vec<u64> = r[4..8].iter().map(|r| r.value).collect();
+        assert_eq!(read, regs.map(|(_, v)| v));
+        assert_eq!(r[8].value, 0);
+        assert_eq!(
+            *rig.backend.spus[1].translation(),
+            TranslationRegs {
+                sctlr_el1: 0x30d0_1805,
+                tcr_el1: 0x5_b510_3510,
+                ttbr0_el1: 0x4_1000,
+                ttbr1_el1: 0x4_2000,
+                ..Default::default()
+            }
+        );
+        // Device reset forgets them with the rest of the SPU.
+        rig.backend.reset_device();
+        assert_eq!(
+            *rig.backend.spus[1].translation(),
+            TranslationRegs::default()
+        );
+    }
+
+    #[test]
+    fn synthetic_ticks_fill_the_buffer_and_report_pmbirq() {
+        use crate::spu::tables::{tcr_el1, TableBuilder, PAGE_RW};
+        use crate::spu::translate::Granule;
+        use spe_protocol::regs::{pmbsr_bsc, pmbsr_ec, PMBSR};
+
+        const BUF_VA: u64 = 0xFFFF_8000_1000_0000;
+        let mut rig = Rig::new(1);
+        rig.backend = VhostUserSpeBackend::new(1, Features::default())
+            .unwrap()
+            .with_synthetic(1_000_000)
+            .unwrap();
+        assert!(rig.backend.synthetic_timer().is_some());
+        rig.backend
+            .update_memory(GuestMemoryAtomic::new(rig.gm.clone()))
+            .unwrap();
+        let mut tb = TableBuilder::new(rig.gm, Granule::K4, 48, 0x4_0000).unwrap();
+        tb.map(rig.gm, BUF_VA, 0x8_0000, PAGE_RW).unwrap();
+        let mut reqs = raw_req(0, CtrlOp::Write, REG_SCTLR_EL1, 1);
+        reqs.extend(raw_req(
+            0,
+            CtrlOp::Write,
+            REG_TCR_EL1,
+            tcr_el1(Granule::K4, 48),
+        ));
+        reqs.extend(raw_req(0, CtrlOp::Write, REG_TTBR1_EL1, tb.root));
+        for (reg, v) in [
+            (SysReg::PmbptrEl1, BUF_VA),
+            (SysReg::PmblimitrEl1, (BUF_VA + 4096) | 1),
+            (SysReg::PmsirrEl1, 1 << 8),
+            (SysReg::PmscrEl1, 0b11_0011),
+        ] {
+            reqs.extend(req(0, CtrlOp::Write, reg, v));
+        }
+        let resp = rig.post_ctrl(0, &reqs, 7);
+        rig.kick(CONTROL_QUEUE);
+        assert!(rig
+            .responses(resp, 7)
+            .iter()
+            .all(|r| r.status == CtrlStatus::Ok));
+
+        let ev_addr = DATA + 0xC000;
+        rig.post(EVENT_RING, 0, &[(ev_addr, Event::SIZE as u32, true)]);
+        let start = std::time::Instant::now();
+        while rig.used(EVENT_RING, 0).is_none() {
+            assert!(start.elapsed() < std::time::Duration::from_secs(5));
+            std::thread::sleep(synthetic::TICK);
+            rig.kick(SYNTHETIC_EVENT);
+        }
+        let mut b = [0u8; Event::SIZE];
+        rig.mem_ref()
+            .read_slice(&mut b, GuestAddress(ev_addr))
+            .unwrap();
+        let ev = Event::from_bytes(&b).unwrap();
+        assert_eq!(
+            (ev.vcpu, ev.kind, ev.pmbirq),
+            (0, EventKind::PmbirqChanged, true)
+        );
+        assert_eq!(PMBSR::EC.get(ev.pmbsr), pmbsr_ec::BUFFER);
+        assert_eq!(PMBSR::BSC.get(ev.pmbsr), pmbsr_bsc::BUFFER_FILLED);
+        assert!(rig.backend.spus[0].stats().records > 0);
+        // The records went to the translated page.
+        assert_ne!(rig.gm.read_obj::<u64>(GuestAddress(0x8_0000)).unwrap(), 0);
+    }
+
+    #[test]
     fn reset_device_clears_state() {
         let mut rig = Rig::new(1);
         rig.post_ctrl(0, &req(0, CtrlOp::Write, SysReg::PmscrEl1, 0x3), 1);
@@ -867,5 +1101,15 @@ mod tests {
         assert!(fresh
             .handle_event(CONTROL_QUEUE, EventSet::IN, &rig.vrings, 0)
             .is_ok());
+        // A timer tick before SET_MEM_TABLE, or a spurious one (nothing to
+        // read from the non-blocking timer), samples nothing.
+        assert!(fresh.handle(SYNTHETIC_EVENT, &rig.vrings).is_ok());
+        let mut fresh = fresh.with_synthetic(1_000_000).unwrap();
+        fresh.handle(SYNTHETIC_EVENT, &rig.vrings).unwrap();
+        std::thread::sleep(synthetic::TICK * 2);
+        fresh.handle(SYNTHETIC_EVENT, &rig.vrings).unwrap();
+        fresh.handle(SYNTHETIC_EVENT, &rig.vrings).unwrap();
+        assert_eq!(fresh.spus[0].stats().samples, 0);
+        assert_eq!(fresh.pending_events(), 0);
     }
 }

@@ -26,6 +26,21 @@
 //!   cannot send config-change messages through vhost 0.18).
 //! * Config space: [`Config`], exactly [`VIRTIO_SPE_CONFIG_SIZE`] bytes.
 //!
+//! # Translation registers
+//!
+//! The buffer the driver programs (PMBPTR_EL1, PMBLIMITR_EL1) holds kernel
+//! virtual addresses, and the device writes records through the guest's
+//! own stage 1 tables. So besides the SPE registers, the control queue
+//! accepts reads and writes of the EL1 translation registers by their
+//! ordinary system-register encodings: [`REG_SCTLR_EL1`], [`REG_TCR_EL1`],
+//! [`REG_TTBR0_EL1`] and [`REG_TTBR1_EL1`]. The device keeps a copy per
+//! vCPU and never sees the real ones, so **the driver writes its
+//! translation registers before enabling the buffer, and again if they
+//! change**. A write (even of an unchanged value) also drops the device's
+//! cached translation of the buffer, which is how a driver that remapped
+//! the buffer's pages tells the device. Device reset clears them to 0
+//! (translation off: the buffer's addresses are then physical).
+//!
 //! # Malformed buffers
 //!
 //! A control buffer whose readable length is zero or not a multiple of
@@ -36,6 +51,8 @@
 //! and is returned with used length 0.
 
 use std::fmt;
+
+use crate::regs::encode;
 
 /// Virtio device ID of the SPE device (unallocated in the virtio spec).
 pub const VIRTIO_ID_SPE: u32 = 58;
@@ -51,6 +68,16 @@ pub const VIRTIO_SPE_CONFIG_SIZE: usize = 64;
 pub const VIRTIO_SPE_VERSION: u32 = 1;
 /// Largest number of requests the device accepts in one control buffer.
 pub const MAX_BATCH: u32 = 64;
+
+/// SCTLR_EL1, (op0, op1, CRn, CRm, op2) = (3, 0, 1, 0, 0); see
+/// "Translation registers" in the module documentation.
+pub const REG_SCTLR_EL1: u32 = encode(3, 0, 1, 0, 0);
+/// TTBR0_EL1, (3, 0, 2, 0, 0).
+pub const REG_TTBR0_EL1: u32 = encode(3, 0, 2, 0, 0);
+/// TTBR1_EL1, (3, 0, 2, 0, 1).
+pub const REG_TTBR1_EL1: u32 = encode(3, 0, 2, 0, 1);
+/// TCR_EL1, (3, 0, 2, 0, 2).
+pub const REG_TCR_EL1: u32 = encode(3, 0, 2, 0, 2);
 
 /// Feature bit in [`Config::features`]: the PMU snapshot extension
 /// (FEAT_PMUv3_SS) registers are implemented.
@@ -175,7 +202,7 @@ impl CtrlOp {
 /// | offset | size | field |
 /// |---|---|---|
 /// | 0 | 4 | `vcpu` |
-/// | 4 | 4 | `reg`: QEMU encoding `op0<<14 \| op1<<11 \| CRn<<7 \| CRm<<3 \| op2` |
+/// | 4 | 4 | `reg`: QEMU encoding `op0<<14 \| op1<<11 \| CRn<<7 \| CRm<<3 \| op2` of an SPE or PMU-snapshot register or a `REG_*` translation register |
 /// | 8 | 1 | `op` ([`CtrlOp`]) |
 /// | 9 | 7 | reserved, 0 |
 /// | 16 | 8 | `value` (written for a write, ignored for a read) |
@@ -222,7 +249,7 @@ pub enum CtrlStatus {
     TrapToEl3 = 3,
     /// `vcpu` is not below `Config::num_vcpus`.
     BadVcpu = 0x10,
-    /// `reg` is not an SPE or PMU-snapshot register encoding.
+    /// `reg` is not an SPE, PMU-snapshot or `REG_*` translation register encoding.
     UnknownRegister = 0x11,
     /// Bad `op` byte, or a malformed buffer (see the module documentation).
     Malformed = 0x12,
@@ -421,6 +448,11 @@ pub fn c_header() -> String {
             format!("(1U << {})", VIRTIO_SPE_F_SNAPSHOT.trailing_zeros()),
         ),
         ("", String::new()),
+        ("VIRTIO_SPE_REG_SCTLR_EL1", format!("0x{REG_SCTLR_EL1:04x}")),
+        ("VIRTIO_SPE_REG_TTBR0_EL1", format!("0x{REG_TTBR0_EL1:04x}")),
+        ("VIRTIO_SPE_REG_TTBR1_EL1", format!("0x{REG_TTBR1_EL1:04x}")),
+        ("VIRTIO_SPE_REG_TCR_EL1", format!("0x{REG_TCR_EL1:04x}")),
+        ("", String::new()),
         ("VIRTIO_SPE_OP_READ", (CtrlOp::Read as u8).to_string()),
         ("VIRTIO_SPE_OP_WRITE", (CtrlOp::Write as u8).to_string()),
         ("", String::new()),
@@ -591,6 +623,20 @@ mod tests {
         assert_eq!(b[10], 2);
         assert_eq!(Event::from_bytes(&b), Ok(e));
         assert!(Event::from_bytes(&[0; 24]).is_err());
+    }
+
+    #[test]
+    fn translation_register_encodings() {
+        assert_eq!(REG_SCTLR_EL1, 0xC080);
+        assert_eq!(REG_TTBR0_EL1, 0xC100);
+        assert_eq!(REG_TTBR1_EL1, 0xC101);
+        assert_eq!(REG_TCR_EL1, 0xC102);
+        // None collides with an SPE or PMU-snapshot register.
+        for r in [REG_SCTLR_EL1, REG_TTBR0_EL1, REG_TTBR1_EL1, REG_TCR_EL1] {
+            assert_eq!(crate::regs::SysReg::from_encoding(r), None);
+        }
+        let h = c_header();
+        assert!(h.contains("#define VIRTIO_SPE_REG_TTBR1_EL1 0xc101\n"));
     }
 
     #[test]

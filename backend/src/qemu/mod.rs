@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use event_manager::{EventManager, EventOps, EventSet, Events, MutEventSubscriber, SubscriberOps};
 use log::{debug, error, info, warn};
@@ -47,8 +47,6 @@ pub const MAX_VCPUS: u32 = 512;
 /// How long a started message or a reply may take before the peer is
 /// considered stuck and dropped.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(1);
-/// Period of the synthetic source's timer.
-pub const SYNTHETIC_TICK: Duration = Duration::from_millis(1);
 
 /// What the channel serves.
 #[derive(Clone, Debug)]
@@ -426,9 +424,7 @@ impl Server {
                 hello.num_vcpus, reply.ring_slots, reply.ring_size
             );
             if let Some(s) = &vm.synthetic {
-                self.timer
-                    .reset(SYNTHETIC_TICK, Some(SYNTHETIC_TICK))
-                    .map_err(|e| ConnError::Io(io::Error::from_raw_os_error(e.errno())))?;
+                crate::synthetic::arm(&mut self.timer).map_err(ConnError::Io)?;
                 ops.add(Events::with_data(&self.timer, TIMER, EventSet::IN))
                     .map_err(|e| ConnError::Io(io::Error::other(e)))?;
                 info!("synthetic source: {} ops/s per vCPU", s.rate());
@@ -605,12 +601,14 @@ impl Server {
     }
 
     fn on_timer(&mut self) {
-        let _ = self.timer.wait();
         let Some(vm) = self.conn.as_mut().and_then(|c| c.vm.as_mut()) else {
+            let _ = self.timer.wait();
             return;
         };
         if let Some(s) = vm.synthetic.as_mut() {
-            s.run_due(Instant::now(), &mut vm.spus, &vm.mem);
+            s.tick(&mut self.timer, &mut vm.spus, Some(&vm.mem));
+        } else {
+            let _ = self.timer.wait();
         }
         vm.publish_irqs();
     }

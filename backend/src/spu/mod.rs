@@ -318,6 +318,11 @@ impl Spu {
         self.tlb.invalidate();
     }
 
+    /// The translation registers the buffer is written through.
+    pub fn translation(&self) -> &TranslationRegs {
+        &self.xlat
+    }
+
     /// The translation registers of the owning regime changed.
     pub fn set_translation(&mut self, xlat: TranslationRegs) {
         self.xlat = xlat;
