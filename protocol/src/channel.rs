@@ -9,6 +9,7 @@
 //! the backend. Asynchronous PMBIRQ changes travel on a separate path: the
 //! IRQ area of the shared ring plus an eventfd the backend signals.
 
+use crate::le::{put, u16_at, u32_at, u64_at};
 use crate::regs::{El, PeContext, TranslationRegs};
 
 /// "SPE1", little-endian.
@@ -113,19 +114,6 @@ fn expect_len(what: &'static str, b: &[u8], want: usize) -> Result<()> {
             want,
         })
     }
-}
-
-fn u16_at(b: &[u8], o: usize) -> u16 {
-    u16::from_le_bytes([b[o], b[o + 1]])
-}
-fn u32_at(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes(b[o..o + 4].try_into().unwrap())
-}
-fn u64_at(b: &[u8], o: usize) -> u64 {
-    u64::from_le_bytes(b[o..o + 8].try_into().unwrap())
-}
-fn put(out: &mut [u8], o: usize, v: &[u8]) {
-    out[o..o + v.len()].copy_from_slice(v);
 }
 
 /// The 16-byte message header: magic u32, type u16, flags u16 (0), vcpu

@@ -4,6 +4,7 @@
 //! config space and queue messages.
 
 pub mod channel;
+mod le;
 pub mod op;
 pub mod packet;
 pub mod regs;

@@ -4,6 +4,7 @@
 //! The layout is fixed little-endian so it can cross a socket or sit in a
 //! shared-memory ring: [`SampledOp::to_bytes`] / [`SampledOp::from_bytes`].
 
+use crate::le::{u32_at, u64_at};
 use crate::regs::El;
 
 /// Operation class, with the SPE operation-type payload byte it produces.
@@ -166,8 +167,8 @@ impl SampledOp {
         if b.len() != Self::WIRE_SIZE {
             return Err(OpDecodeError::Length(b.len()));
         }
-        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
-        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+        let u64_at = |o| u64_at(b, o);
+        let u32_at = |o| u32_at(b, o);
         let el = El::from_u8(b[8]).ok_or(OpDecodeError::El(b[8]))?;
         let flags = b[9];
         let a = flags & Self::F_A != 0;

@@ -52,6 +52,7 @@
 
 use std::fmt;
 
+use crate::le::{u32_at, u64_at};
 use crate::regs::encode;
 
 /// Virtio device ID of the SPE device (unallocated in the virtio spec).
@@ -116,14 +117,6 @@ fn exact<const N: usize>(b: &[u8]) -> Result<&[u8; N], ParseError> {
         want: N,
         got: b.len(),
     })
-}
-
-fn u32_at(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes(b[off..off + 4].try_into().unwrap())
-}
-
-fn u64_at(b: &[u8], off: usize) -> u64 {
-    u64::from_le_bytes(b[off..off + 8].try_into().unwrap())
 }
 
 /// The device's config space (read-only for the driver).
