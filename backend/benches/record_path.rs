@@ -64,45 +64,39 @@ fn op(i: u64) -> SampledOp {
     }
 }
 
+/// Benchmarks `step` (sample or operation) on a fresh SPU, re-arming the
+/// buffer whenever it fills.
+fn bench(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    configure: impl Fn(&mut Spu),
+    step: fn(&mut Spu, &SampledOp, &GuestMemoryMmap<()>) -> SampleOutcome,
+) {
+    let (mut spu, mem) = setup();
+    configure(&mut spu);
+    let mut i = 0u64;
+    g.bench_function(name, |b| {
+        b.iter(|| {
+            i += 1;
+            let out = step(&mut spu, black_box(&op(i)), &mem);
+            if let SampleOutcome::Written { full: true, .. } = out {
+                arm(&mut spu);
+            }
+            out
+        })
+    });
+}
+
 fn record_path(c: &mut Criterion) {
     let mut g = c.benchmark_group("record_path");
     g.throughput(Throughput::Elements(1));
-    let (mut spu, mem) = setup();
-    let mut i = 0u64;
-    g.bench_function("sample_filter_build_write", |b| {
-        b.iter(|| {
-            i += 1;
-            let out = spu.sample(black_box(&op(i)), &mem);
-            if let SampleOutcome::Written { full: true, .. } = out {
-                arm(&mut spu);
-            }
-            out
-        })
-    });
-    let (mut spu, mem) = setup();
-    spu.write_sysreg(SysReg::PmsfcrEl1, 0x2_0002).unwrap(); // FT + LD: stores filtered
-    g.bench_function("sample_filtered_half", |b| {
-        b.iter(|| {
-            i += 1;
-            let out = spu.sample(black_box(&op(i)), &mem);
-            if let SampleOutcome::Written { full: true, .. } = out {
-                arm(&mut spu);
-            }
-            out
-        })
-    });
-    let (mut spu, mem) = setup();
-    spu.write_sysreg(SysReg::PmsirrEl1, 1024).unwrap(); // INTERVAL = 4: 1024 operations
-    g.bench_function("operation_interval_1024", |b| {
-        b.iter(|| {
-            i += 1;
-            let out = spu.operation(black_box(&op(i)), &mem);
-            if let SampleOutcome::Written { full: true, .. } = out {
-                arm(&mut spu);
-            }
-            out
-        })
-    });
+    bench(&mut g, "sample_filter_build_write", |_| {}, Spu::sample);
+    // FT + LD: stores (half the operations) are filtered out.
+    let filter = |s: &mut Spu| s.write_sysreg(SysReg::PmsfcrEl1, 0x2_0002).unwrap();
+    bench(&mut g, "sample_filtered_half", filter, Spu::sample);
+    // INTERVAL = 4: the model's own counter selects one operation in 1024.
+    let interval = |s: &mut Spu| s.write_sysreg(SysReg::PmsirrEl1, 1024).unwrap();
+    bench(&mut g, "operation_interval_1024", interval, Spu::operation);
     g.finish();
 }
 

@@ -47,41 +47,24 @@ impl TableBuilder {
     /// Maps one page at `va` to `pa` with leaf bits `attrs` (valid and
     /// page-type bits are added).
     pub fn map<M: GuestMemory>(&mut self, mem: &M, va: u64, pa: u64, attrs: u64) -> Result<()> {
-        let g = self.granule.bits();
-        let stride = g - 3;
-        let start = start_level(self.ia_bits, self.granule);
-        let mut table = self.root;
-        for level in start..=3 {
-            let shift = g + (3 - level) as u32 * stride;
-            let width = if level == start {
-                self.ia_bits - shift
-            } else {
-                stride
-            };
-            let idx = (va >> shift) & ((1 << width) - 1);
-            let slot = GuestAddress(table + idx * 8);
-            if level == 3 {
-                return mem.write_obj(pa | attrs | 0b11, slot);
-            }
-            let desc: u64 = mem.read_obj(slot)?;
-            table = if desc & 1 == 1 {
-                desc & 0x0000_FFFF_FFFF_F000 & !((1 << g) - 1)
-            } else {
-                let t = self.alloc(mem)?;
-                mem.write_obj(t | 0b11, slot)?;
-                t
-            };
-        }
-        unreachable!("the loop returns at level 3")
+        let slot = self.walk(mem, va, true)?;
+        mem.write_obj(pa | attrs | 0b11, slot)
     }
 
-    /// The leaf descriptor's address for `va` (which must be mapped).
-    pub fn leaf_slot<M: GuestMemory>(&self, mem: &M, va: u64) -> Result<GuestAddress> {
+    /// The leaf descriptor's address for `va`, whose tables must exist.
+    pub fn leaf_slot<M: GuestMemory>(&mut self, mem: &M, va: u64) -> Result<GuestAddress> {
+        self.walk(mem, va, false)
+    }
+
+    /// Walks to the level 3 slot for `va`, allocating missing tables when
+    /// `alloc` (otherwise a missing table reads as table 0).
+    fn walk<M: GuestMemory>(&mut self, mem: &M, va: u64, alloc: bool) -> Result<GuestAddress> {
         let g = self.granule.bits();
         let stride = g - 3;
         let start = start_level(self.ia_bits, self.granule);
         let mut table = self.root;
-        for level in start..=3 {
+        let mut level = start;
+        loop {
             let shift = g + (3 - level) as u32 * stride;
             let width = if level == start {
                 self.ia_bits - shift
@@ -93,9 +76,15 @@ impl TableBuilder {
                 return Ok(slot);
             }
             let desc: u64 = mem.read_obj(slot)?;
-            table = desc & 0x0000_FFFF_FFFF_F000 & !((1 << g) - 1);
+            table = if desc & 1 == 1 || !alloc {
+                desc & 0x0000_FFFF_FFFF_F000 & !((1 << g) - 1)
+            } else {
+                let t = self.alloc(mem)?;
+                mem.write_obj(t | 0b11, slot)?;
+                t
+            };
+            level += 1;
         }
-        unreachable!("the loop returns at level 3")
     }
 }
 
