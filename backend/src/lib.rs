@@ -2,8 +2,13 @@
 //! Profiling Extension and PMU snapshots for QEMU aarch64 guests.
 //!
 //! [`spu`] is the device model (no I/O); the front ends drive it
-//! ([`vhu_spe`]: the paravirtual virtio device over vhost-user).
+//! ([`vhu_spe`]: the paravirtual virtio device over vhost-user; [`qemu`]:
+//! the control channel of the full-emulation path, with its shared
+//! [`ring`] and the [`synthetic`] operation source).
 
 pub mod decode;
+pub mod qemu;
+pub mod ring;
 pub mod spu;
+pub mod synthetic;
 pub mod vhu_spe;

@@ -1,20 +1,23 @@
-//! `vhost-device-spe`: serves the virtio-spe device to QEMU over vhost-user.
+//! `vhost-device-spe`: serves the virtio-spe device to QEMU over vhost-user
+//! and/or the SPE model to a patched QEMU over the QEMU control channel.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use log::{error, info};
 use vhost::vhost_user::Listener;
 use vhost_device_spe::spu::Features;
-use vhost_device_spe::vhu_spe;
+use vhost_device_spe::{qemu, vhu_spe};
 
 /// Arm SPE and PMU-snapshot device model for QEMU guests.
 ///
 /// Without a subcommand, listens on --socket-path for a vhost-user front end
 /// (QEMU's vhost-user-device-pci with virtio-id=58,num_vqs=2,config_size=64)
-/// and serves one VM after another until SIGINT or SIGTERM.
+/// and/or on --qemu-socket for a patched QEMU's SPE control channel (the
+/// full-emulation path), and serves one VM after another on each until
+/// SIGINT or SIGTERM.
 /// Log verbosity follows RUST_LOG (default: info).
 #[derive(Debug, Parser)]
 #[command(
@@ -34,10 +37,25 @@ struct Cli {
 
 /// Options of the default (serving) mode.
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("sockets").required(true).multiple(true)
+    .args(["socket_path", "qemu_socket"])))]
 struct ServeArgs {
     /// Unix socket to listen on for the vhost-user front end (replaced if it exists).
-    #[arg(long, value_name = "PATH", required = true)]
+    #[arg(long, value_name = "PATH")]
     socket_path: Option<PathBuf>,
+
+    /// Unix socket to listen on for a patched QEMU's SPE control channel
+    /// (replaced if it exists). The vCPU count comes from QEMU's HELLO.
+    #[arg(long, value_name = "PATH")]
+    qemu_socket: Option<PathBuf>,
+
+    /// Feed RATE synthetic sampled operations per second to each vCPU of the
+    /// VM on --qemu-socket (an EL1 load/store/branch mix through the guest's
+    /// own interval counter and filters), to exercise buffers and PMBIRQ
+    /// without a TCG feed.
+    #[arg(long, value_name = "RATE", requires = "qemu_socket",
+          value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    synthetic: Option<u64>,
 
     /// Number of vCPUs, i.e. of SPUs the device models.
     #[arg(long, value_name = "N", default_value_t = 1,
@@ -103,7 +121,6 @@ fn wait_for_signal(set: &libc::sigset_t) -> i32 {
 }
 
 fn run_server(args: ServeArgs) -> ExitCode {
-    let socket = args.socket_path.expect("clap enforces --socket-path");
     let features = args.cpu.features();
 
     let signals = match block_termination_signals() {
@@ -113,49 +130,83 @@ fn run_server(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut listener = match Listener::new(&socket, true) {
-        Ok(l) => l,
-        Err(e) => {
-            error!("cannot listen on {}: {e}", socket.display());
+
+    // The QEMU channel first: its thread owns its socket and removes it
+    // when the handle drops.
+    let channel = match &args.qemu_socket {
+        Some(path) => {
+            let mut config = qemu::Config::new(features.clone());
+            config.synthetic_rate = args.synthetic;
+            match qemu::spawn(path, config) {
+                Ok(h) => {
+                    info!(
+                        "QEMU control channel listening on {} (cpu {:?}{})",
+                        path.display(),
+                        args.cpu,
+                        args.synthetic
+                            .map(|r| format!(", synthetic {r} ops/s per vCPU"))
+                            .unwrap_or_default()
+                    );
+                    Some(h)
+                }
+                Err(e) => {
+                    error!("cannot listen on {}: {e}", path.display());
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        None => None,
+    };
+
+    if let Some(socket) = &args.socket_path {
+        let mut listener = match Listener::new(socket, true) {
+            Ok(l) => l,
+            Err(e) => {
+                error!("cannot listen on {}: {e}", socket.display());
+                return ExitCode::FAILURE;
+            }
+        };
+        info!(
+            "vhost-device-spe listening on {} ({} vCPU(s), cpu {:?}, PMSIDR_EL1={:#x}, PMBIDR_EL1={:#x})",
+            socket.display(),
+            args.vcpus,
+            args.cpu,
+            features.pmsidr(),
+            features.pmbidr()
+        );
+        let vcpus = args.vcpus;
+        let features = features.clone();
+        let server = std::thread::Builder::new()
+            .name("vhu-listener".into())
+            .spawn(move || {
+                let res = vhu_spe::serve(&mut listener, vcpus, &features);
+                if let Err(e) = &res {
+                    error!("{e}");
+                }
+                drop(listener);
+                // Wake `main` so the process exits instead of hanging.
+                // SAFETY: raising a signal at our own process is always valid.
+                unsafe { libc::raise(libc::SIGTERM) };
+                res
+            });
+        if let Err(e) = server {
+            error!("cannot start the listener thread: {e}");
             return ExitCode::FAILURE;
         }
-    };
-    info!(
-        "vhost-device-spe listening on {} ({} vCPU(s), cpu {:?}, PMSIDR_EL1={:#x}, PMBIDR_EL1={:#x})",
-        socket.display(),
-        args.vcpus,
-        args.cpu,
-        features.pmsidr(),
-        features.pmbidr()
-    );
-
-    let vcpus = args.vcpus;
-    let server = std::thread::Builder::new()
-        .name("vhu-listener".into())
-        .spawn(move || {
-            let res = vhu_spe::serve(&mut listener, vcpus, &features);
-            if let Err(e) = &res {
-                error!("{e}");
-            }
-            drop(listener);
-            // Wake `main` so the process exits instead of hanging.
-            // SAFETY: raising a signal at our own process is always valid.
-            unsafe { libc::raise(libc::SIGTERM) };
-            res
-        });
-    if let Err(e) = server {
-        error!("cannot start the listener thread: {e}");
-        return ExitCode::FAILURE;
     }
 
     let sig = wait_for_signal(&signals);
     info!("received signal {sig}, shutting down");
-    // The listener thread is blocked in accept() or serving a VM; exiting
+    // Stops the channel thread (closing any connection) and removes its socket.
+    drop(channel);
+    // The vhost-user thread is blocked in accept() or serving a VM; exiting
     // ends both and closes the connection. Only the socket file needs care.
-    match std::fs::remove_file(&socket) {
-        Ok(()) => info!("removed {}", socket.display()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => error!("cannot remove {}: {e}", socket.display()),
+    if let Some(socket) = &args.socket_path {
+        match std::fs::remove_file(socket) {
+            Ok(()) => info!("removed {}", socket.display()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => error!("cannot remove {}: {e}", socket.display()),
+        }
     }
     ExitCode::SUCCESS
 }

@@ -500,6 +500,28 @@ pub fn translation_from_bytes(b: &[u8]) -> Result<TranslationRegs> {
 /// PMU_COUNTERS payload: event[31] u64, cycle u64, instruction u64.
 pub const PMU_COUNTERS_SIZE: usize = 33 * 8;
 
+pub fn pmu_counters_to_bytes(
+    event: &[u64; 31],
+    cycle: u64,
+    instruction: u64,
+) -> [u8; PMU_COUNTERS_SIZE] {
+    let mut b = [0u8; PMU_COUNTERS_SIZE];
+    for (i, v) in event.iter().chain([cycle, instruction].iter()).enumerate() {
+        put(&mut b, i * 8, &v.to_le_bytes());
+    }
+    b
+}
+
+/// Parses PMU_COUNTERS into (event counters, cycle, instruction).
+pub fn pmu_counters_from_bytes(b: &[u8]) -> Result<([u64; 31], u64, u64)> {
+    expect_len("PMU_COUNTERS", b, PMU_COUNTERS_SIZE)?;
+    let mut event = [0u64; 31];
+    for (i, e) in event.iter_mut().enumerate() {
+        *e = u64_at(b, i * 8);
+    }
+    Ok((event, u64_at(b, 31 * 8), u64_at(b, 32 * 8)))
+}
+
 /// Generic reply: status u32, pmbirq u32 (level after the request, for
 /// the vCPU in the header; 0 for ALL_VCPUS).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -554,6 +576,13 @@ impl Status {
 /// consumer index. A full ring (head - tail == slots) means the producer
 /// sends SYNC and retries. Writing the doorbell eventfd wakes the backend;
 /// SYNC and SYSREG also drain.
+///
+/// QEMU writes the header ([`ring::Layout::header`]) into the memfd (which
+/// is otherwise zero) before SET_RING; the backend refuses a ring whose
+/// header differs with [`Status::BAD_RESOURCE`], so both sides agree on the
+/// layout. Every per-vCPU request drains that vCPU's ring before it takes
+/// effect (operations published before a register access happened before
+/// it); ALL_VCPUS requests and SET_MEM_TABLE/SET_RING drain every ring.
 pub mod ring {
     use crate::op::SampledOp;
 
@@ -710,6 +739,12 @@ mod tests {
             ring_size: 1 << 20,
         };
         assert_eq!(HelloReply::from_bytes(&h.to_bytes()), Ok(h));
+        let mut ev = [0u64; 31];
+        ev[30] = 7;
+        assert_eq!(
+            pmu_counters_from_bytes(&pmu_counters_to_bytes(&ev, 8, 9)),
+            Ok((ev, 8, 9))
+        );
     }
 
     #[test]
@@ -735,6 +770,7 @@ mod tests {
             let _ = HelloReply::from_bytes(&b);
             let _ = translation_from_bytes(&b);
             let _ = context_from_bytes(&b);
+            let _ = pmu_counters_from_bytes(&b);
         }
     }
 }

@@ -130,7 +130,10 @@ pub struct Stage1 {
 pub fn start_level(ia_bits: u32, granule: Granule) -> i32 {
     let g = granule.bits();
     let stride = g - 3;
-    let levels = (ia_bits.saturating_sub(g)).div_ceil(stride) as i32;
+    // At least one level: a TxSZ so large that no index bits are left
+    // above the page offset (64K granule, T0SZ 48) still walks level 3
+    // rather than a level 4 that does not exist.
+    let levels = (ia_bits.saturating_sub(g)).div_ceil(stride).max(1) as i32;
     4 - levels
 }
 

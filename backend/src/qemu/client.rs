@@ -1,0 +1,198 @@
+//! A Rust client of the QEMU control channel: what the patched QEMU does,
+//! for tests, benchmarks and debugging the backend without QEMU.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+use spe_protocol::channel::{
+    self, Header, Hello, HelloReply, MemRegion, MemTable, MsgType, RingSetup, Status, SysregAccess,
+    SysregReply, VERSION,
+};
+use spe_protocol::regs::{PeContext, SysReg, TranslationRegs};
+use vmm_sys_util::eventfd::EventFd;
+use vmm_sys_util::sock_ctrl_msg::ScmSocket;
+
+fn bad(e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e.to_string())
+}
+
+/// One connection to the backend, speaking as QEMU.
+#[derive(Debug)]
+pub struct Client {
+    stream: UnixStream,
+}
+
+impl Client {
+    pub fn connect(path: &Path) -> io::Result<Client> {
+        Ok(Client {
+            stream: UnixStream::connect(path)?,
+        })
+    }
+
+    pub fn stream(&self) -> &UnixStream {
+        &self.stream
+    }
+
+    /// Sends raw bytes (with fds), for malformed-input tests.
+    pub fn send_raw(&mut self, bytes: &[u8], fds: &[RawFd]) -> io::Result<()> {
+        if fds.is_empty() {
+            return self.stream.write_all(bytes);
+        }
+        let n = self
+            .stream
+            .send_with_fds(&[bytes], fds)
+            .map_err(|e| io::Error::from_raw_os_error(e.errno()))?;
+        self.stream.write_all(&bytes[n..])
+    }
+
+    /// Reads one reply: header and payload.
+    pub fn recv(&mut self) -> io::Result<(Header, Vec<u8>)> {
+        let mut hdr = [0u8; Header::SIZE];
+        self.stream.read_exact(&mut hdr)?;
+        let h = Header::from_bytes(&hdr).map_err(bad)?;
+        let mut payload = vec![0u8; h.size as usize];
+        self.stream.read_exact(&mut payload)?;
+        Ok((h, payload))
+    }
+
+    /// Sends a request and returns its reply's payload.
+    pub fn request(
+        &mut self,
+        t: MsgType,
+        vcpu: u32,
+        payload: &[u8],
+        fds: &[RawFd],
+    ) -> io::Result<Vec<u8>> {
+        let mut msg = Vec::with_capacity(Header::SIZE + payload.len());
+        msg.extend_from_slice(&Header::request(t, vcpu, payload.len()).to_bytes());
+        msg.extend_from_slice(payload);
+        self.send_raw(&msg, fds)?;
+        // Replies have a fixed size per type and arrive in one write, so
+        // one read usually gets all of it (this is the latency path).
+        let want = match t {
+            MsgType::Hello => HelloReply::SIZE,
+            MsgType::Sysreg => SysregReply::SIZE,
+            _ => Status::SIZE,
+        };
+        let mut buf = [0u8; Header::SIZE + HelloReply::SIZE];
+        let buf = &mut buf[..Header::SIZE + want];
+        self.stream.read_exact(buf)?;
+        let h = Header::from_bytes(&buf[..Header::SIZE]).map_err(bad)?;
+        if h.msg_type != t as u16 | channel::REPLY || h.vcpu != vcpu || h.size as usize != want {
+            return Err(bad(format!("reply {h:?} to {t:?} for vCPU {vcpu}")));
+        }
+        Ok(buf[Header::SIZE..].to_vec())
+    }
+
+    fn status(
+        &mut self,
+        t: MsgType,
+        vcpu: u32,
+        payload: &[u8],
+        fds: &[RawFd],
+    ) -> io::Result<Status> {
+        Status::from_bytes(&self.request(t, vcpu, payload, fds)?).map_err(bad)
+    }
+
+    pub fn hello(&mut self, num_vcpus: u32) -> io::Result<HelloReply> {
+        let p = Hello {
+            version: VERSION,
+            num_vcpus,
+        }
+        .to_bytes();
+        HelloReply::from_bytes(&self.request(MsgType::Hello, channel::ALL_VCPUS, &p, &[])?)
+            .map_err(bad)
+    }
+
+    pub fn set_mem_table(&mut self, regions: &[(MemRegion, &File)]) -> io::Result<Status> {
+        let table = MemTable {
+            regions: regions.iter().map(|(r, _)| *r).collect(),
+        };
+        let fds: Vec<RawFd> = regions.iter().map(|(_, f)| f.as_raw_fd()).collect();
+        self.status(
+            MsgType::SetMemTable,
+            channel::ALL_VCPUS,
+            &table.to_bytes(),
+            &fds,
+        )
+    }
+
+    pub fn set_ring(
+        &mut self,
+        size: u64,
+        mem: &File,
+        doorbell: &EventFd,
+        irq: &EventFd,
+    ) -> io::Result<Status> {
+        self.status(
+            MsgType::SetRing,
+            channel::ALL_VCPUS,
+            &RingSetup { size }.to_bytes(),
+            &[mem.as_raw_fd(), doorbell.as_raw_fd(), irq.as_raw_fd()],
+        )
+    }
+
+    pub fn sysreg(
+        &mut self,
+        vcpu: u32,
+        encoding: u32,
+        write: Option<u64>,
+        ctx: PeContext,
+    ) -> io::Result<SysregReply> {
+        let p = SysregAccess {
+            encoding,
+            is_write: write.is_some(),
+            value: write.unwrap_or(0),
+            ctx,
+        }
+        .to_bytes();
+        SysregReply::from_bytes(&self.request(MsgType::Sysreg, vcpu, &p, &[])?).map_err(bad)
+    }
+
+    /// `MSR reg, value` from a Non-secure EL1 kernel.
+    pub fn write(&mut self, vcpu: u32, reg: SysReg, value: u64) -> io::Result<SysregReply> {
+        self.sysreg(vcpu, reg.encoding(), Some(value), PeContext::default())
+    }
+
+    /// `MRS reg` from a Non-secure EL1 kernel.
+    pub fn read(&mut self, vcpu: u32, reg: SysReg) -> io::Result<SysregReply> {
+        self.sysreg(vcpu, reg.encoding(), None, PeContext::default())
+    }
+
+    pub fn set_translation(&mut self, vcpu: u32, t: &TranslationRegs) -> io::Result<Status> {
+        self.status(
+            MsgType::SetTranslation,
+            vcpu,
+            &channel::translation_to_bytes(t),
+            &[],
+        )
+    }
+
+    pub fn set_context(&mut self, vcpu: u32, c: &PeContext) -> io::Result<Status> {
+        let mut b = [0u8; channel::CONTEXT_SIZE];
+        channel::context_to_bytes(c, &mut b);
+        self.status(MsgType::SetContext, vcpu, &b, &[])
+    }
+
+    pub fn pmu_counters(
+        &mut self,
+        vcpu: u32,
+        event: &[u64; 31],
+        cycle: u64,
+        instruction: u64,
+    ) -> io::Result<Status> {
+        let b = channel::pmu_counters_to_bytes(event, cycle, instruction);
+        self.status(MsgType::PmuCounters, vcpu, &b, &[])
+    }
+
+    pub fn sync(&mut self, vcpu: u32) -> io::Result<Status> {
+        self.status(MsgType::Sync, vcpu, &[], &[])
+    }
+
+    pub fn reset(&mut self, vcpu: u32) -> io::Result<Status> {
+        self.status(MsgType::Reset, vcpu, &[], &[])
+    }
+}

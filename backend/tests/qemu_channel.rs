@@ -1,0 +1,690 @@
+//! The QEMU control channel end to end: the real server (in-process, or the
+//! built binary as a child) on a real Unix socket, memfd-backed guest RAM
+//! passed by SCM_RIGHTS, the shared-memory ring and the IRQ eventfd, driven
+//! by the Rust client as the patched QEMU would drive it.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use spe_protocol::channel::{
+    ring::Layout, Header, Hello, MemRegion, MsgType, Status, SysregAccess, ALL_VCPUS, VERSION,
+};
+use spe_protocol::op::{OpClass, SampledOp};
+use spe_protocol::packet::{self, events, AddressIndex, Packet};
+use spe_protocol::regs::*;
+use vhost_device_spe::qemu::{self, client::Client, Config};
+use vhost_device_spe::ring::{memfd, Producer};
+use vhost_device_spe::spu::tables::{tcr_el1, TableBuilder, PAGE_RW};
+use vhost_device_spe::spu::translate::Granule;
+use vhost_device_spe::spu::Features;
+use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryMmap};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+
+const RAM_GPA: u64 = 0x4000_0000;
+const RAM_SIZE: u64 = 8 << 20;
+/// RAM sits 1 MiB into its memfd, to exercise fd_offset.
+const RAM_FD_OFFSET: u64 = 1 << 20;
+const LOW_SIZE: u64 = 1 << 20;
+const TABLES: u64 = RAM_GPA + 0x10_0000;
+const BUF_VA: u64 = 0xFFFF_8000_1000_0000;
+const BUF_PA: u64 = RAM_GPA + 0x40_0000;
+const BUF_PAGES: u64 = 4;
+/// Mapped to an address that is not RAM.
+const NON_RAM_VA: u64 = BUF_VA + 0x20_0000;
+/// Not mapped at all.
+const UNMAPPED_VA: u64 = BUF_VA + 0x100_0000;
+
+fn sock_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("spe-chan-{}-{name}.sock", std::process::id()))
+}
+
+/// Guest RAM in two memfds, with the test's own mapping of it, and stage 1
+/// tables mapping the buffer pages in reverse order so a record's PA shows
+/// it was translated.
+struct Guest {
+    ram: File,
+    low: File,
+    mem: GuestMemoryMmap<()>,
+    root: u64,
+}
+
+impl Guest {
+    fn new() -> Guest {
+        let ram = memfd("ram", RAM_FD_OFFSET + RAM_SIZE).unwrap();
+        let low = memfd("low", LOW_SIZE).unwrap();
+        let mem = GuestMemoryMmap::<()>::from_ranges_with_files([
+            (
+                GuestAddress(0),
+                LOW_SIZE as usize,
+                Some(FileOffset::new(low.try_clone().unwrap(), 0)),
+            ),
+            (
+                GuestAddress(RAM_GPA),
+                RAM_SIZE as usize,
+                Some(FileOffset::new(ram.try_clone().unwrap(), RAM_FD_OFFSET)),
+            ),
+        ])
+        .unwrap();
+        let mut tb = TableBuilder::new(&mem, Granule::K4, 48, TABLES).unwrap();
+        for i in 0..BUF_PAGES {
+            tb.map(&mem, BUF_VA + i * 4096, Self::page_pa(i), PAGE_RW)
+                .unwrap();
+        }
+        tb.map(&mem, NON_RAM_VA, 0x2000_0000, PAGE_RW).unwrap();
+        Guest {
+            ram,
+            low,
+            mem,
+            root: tb.root,
+        }
+    }
+
+    fn page_pa(i: u64) -> u64 {
+        BUF_PA + (BUF_PAGES - 1 - i) * 4096
+    }
+
+    fn regions(&self) -> Vec<(MemRegion, &File)> {
+        vec![
+            (
+                MemRegion {
+                    gpa: RAM_GPA,
+                    size: RAM_SIZE,
+                    fd_offset: RAM_FD_OFFSET,
+                },
+                &self.ram,
+            ),
+            (
+                MemRegion {
+                    gpa: 0,
+                    size: LOW_SIZE,
+                    fd_offset: 0,
+                },
+                &self.low,
+            ),
+        ]
+    }
+
+    fn xlat(&self) -> TranslationRegs {
+        TranslationRegs {
+            sctlr_el1: 1,
+            tcr_el1: tcr_el1(Granule::K4, 48),
+            ttbr1_el1: self.root,
+            ..Default::default()
+        }
+    }
+}
+
+/// The ring QEMU would create, with its two eventfds.
+struct QemuRing {
+    file: File,
+    producer: Producer,
+    doorbell: EventFd,
+    irq: EventFd,
+    layout: Layout,
+}
+
+impl QemuRing {
+    fn new(layout: Layout) -> QemuRing {
+        let (file, producer) = Producer::create(layout).unwrap();
+        QemuRing {
+            file,
+            producer,
+            doorbell: EventFd::new(EFD_NONBLOCK).unwrap(),
+            irq: EventFd::new(EFD_NONBLOCK).unwrap(),
+            layout,
+        }
+    }
+
+    /// Waits until the IRQ eventfd fires; returns whether it did.
+    fn wait_irq(&self, timeout: Duration) -> bool {
+        let mut pfd = libc::pollfd {
+            fd: self.irq.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as i32) };
+        n == 1 && self.irq.read().is_ok()
+    }
+}
+
+fn server(name: &str, features: Features) -> qemu::Handle {
+    qemu::spawn(&sock_path(name), Config::new(features)).unwrap()
+}
+
+/// HELLO, SET_MEM_TABLE and SET_RING, as QEMU does at machine start.
+fn connect(path: &Path, vcpus: u32, guest: &Guest) -> (Client, QemuRing) {
+    let mut c = Client::connect(path).unwrap();
+    let hello = c.hello(vcpus).unwrap();
+    assert_eq!(hello.status, Status::OK);
+    let layout = Layout {
+        vcpus,
+        slots: hello.ring_slots,
+    };
+    assert_eq!(hello.ring_size, layout.size() as u64);
+    assert_eq!(
+        c.set_mem_table(&guest.regions()).unwrap().status,
+        Status::OK
+    );
+    let ring = QemuRing::new(layout);
+    let st = c
+        .set_ring(hello.ring_size, &ring.file, &ring.doorbell, &ring.irq)
+        .unwrap();
+    assert_eq!(st.status, Status::OK);
+    (c, ring)
+}
+
+/// Programs vCPU `v`'s buffer as Linux's arm_spe_pmu_start does.
+fn program(c: &mut Client, v: u32, guest: &Guest, ptr: u64, limit: u64) {
+    assert_eq!(
+        c.set_translation(v, &guest.xlat()).unwrap().status,
+        Status::OK
+    );
+    for (reg, val) in [
+        (SysReg::PmbptrEl1, ptr),
+        (SysReg::PmblimitrEl1, limit | 1),
+        (SysReg::PmsfcrEl1, 0),
+        (SysReg::PmsirrEl1, 1 << 8),
+        (SysReg::PmsicrEl1, 0),
+        (SysReg::PmbsrEl1, 0),
+        (SysReg::PmscrEl1, 0b11_0011),
+    ] {
+        let r = c.write(v, reg, val).unwrap();
+        assert_eq!(r.outcome, 0, "{reg:?}");
+    }
+}
+
+fn load(i: u64) -> SampledOp {
+    SampledOp {
+        pc: 0xFFFF_8000_0810_0000 + i * 4,
+        el: El::El1,
+        ns: true,
+        class: OpClass::LoadStore {
+            store: false,
+            subclass: 0,
+        },
+        data_va: 0xFFFF_0000_0100_0000 + i * 8,
+        data_pa: 0x0100_0000 + i * 8,
+        data_pa_valid: true,
+        size: 8,
+        events: events::RETIRED | events::L1D_ACCESS,
+        total_latency: 9,
+        issue_latency: 2,
+        translation_latency: 1,
+        physical_count: 1000 + i,
+        ..Default::default()
+    }
+}
+
+/// PCs of the records in `bytes`, in order.
+fn pcs(bytes: &[u8]) -> Vec<u64> {
+    packet::decode(bytes)
+        .map_while(Result::ok)
+        .filter_map(|(_, p)| match p {
+            Packet::Address {
+                index: AddressIndex::Pc,
+                payload,
+            } => Some(payload & 0x00FF_FFFF_FFFF_FFFF | 0xFF00_0000_0000_0000),
+            _ => None,
+        })
+        .collect()
+}
+
+fn buffer_bytes(guest: &Guest, page: u64) -> Vec<u8> {
+    let mut b = vec![0u8; 4096];
+    guest
+        .mem
+        .read_slice(&mut b, GuestAddress(Guest::page_pa(page)))
+        .unwrap();
+    b
+}
+
+fn pmbsr_filled(v: u64) -> bool {
+    PMBSR::S.is_set(v)
+        && PMBSR::EC.get(v) == pmbsr_ec::BUFFER
+        && PMBSR::BSC.get(v) == pmbsr_bsc::BUFFER_FILLED
+}
+
+#[test]
+fn records_land_in_guest_memory_and_pmbirq_is_reported_both_ways() {
+    let h = server("e2e", Features::default());
+    let guest = Guest::new();
+    let (mut c, mut ring) = connect(h.path(), 2, &guest);
+    let limit = BUF_VA + BUF_PAGES * 4096;
+    program(&mut c, 1, &guest, BUF_VA, limit);
+
+    // 1. Through the ring and the doorbell only: the backend drains on its
+    // own, the buffer fills, and PMBIRQ arrives on the IRQ path.
+    let ops: Vec<_> = (0..1000).map(load).collect();
+    assert_eq!(ring.producer.push(1, &ops), 1000);
+    ring.doorbell.write(1).unwrap();
+    assert!(ring.wait_irq(Duration::from_secs(5)), "no IRQ eventfd");
+    let e = ring.producer.irq(1);
+    assert!(e.level && e.seq == 1 && pmbsr_filled(e.pmbsr), "{e:?}");
+    assert!(!ring.producer.irq(0).level);
+
+    // Records are whole, in order, at the translated (reversed) pages.
+    let first = pcs(&buffer_bytes(&guest, 0));
+    assert!(first.len() > 10, "{first:?}");
+    assert_eq!(&first[..3], &[load(0).pc, load(1).pc, load(2).pc]);
+    let second = pcs(&buffer_bytes(&guest, 1));
+    assert!(second[0] > *first.last().unwrap());
+
+    // The SYSREG reply carries the level; PMBPTR stopped near the limit.
+    let r = c.read(1, SysReg::PmbsrEl1).unwrap();
+    assert!(r.pmbirq && pmbsr_filled(r.value));
+    let ptr = c.read(1, SysReg::PmbptrEl1).unwrap().value;
+    assert!(ptr > BUF_VA + 3 * 4096 && ptr <= limit, "{ptr:#x}");
+
+    // Clearing PMBSR.S drops the line: in the reply and in the IRQ area.
+    let r = c.write(1, SysReg::PmbsrEl1, 0).unwrap();
+    assert!(!r.pmbirq);
+    assert!(ring.wait_irq(Duration::from_secs(5)));
+    let e = ring.producer.irq(1);
+    assert!(!e.level && e.seq == 2, "{e:?}");
+
+    // 2. Re-armed; operations published without a doorbell are in memory
+    // once SYNC returns, and its Status carries the new level.
+    program(&mut c, 1, &guest, BUF_VA, limit);
+    let ops: Vec<_> = (5000..6000).map(load).collect();
+    assert_eq!(ring.producer.push(1, &ops), 1000);
+    let st = c.sync(1).unwrap();
+    assert_eq!(st.status, Status::OK);
+    assert!(st.pmbirq);
+    assert_eq!(pcs(&buffer_bytes(&guest, 0))[0], load(5000).pc);
+    let r = c.read(1, SysReg::PmbsrEl1).unwrap();
+    assert!(r.pmbirq && pmbsr_filled(r.value));
+    // ALL_VCPUS SYNC reports no single level.
+    assert!(!c.sync(ALL_VCPUS).unwrap().pmbirq);
+}
+
+#[test]
+fn buffer_at_unmapped_or_non_ram_addresses_faults_architecturally() {
+    let h = server("fault", Features::default());
+    let guest = Guest::new();
+    let (mut c, mut ring) = connect(h.path(), 1, &guest);
+
+    program(&mut c, 0, &guest, UNMAPPED_VA, UNMAPPED_VA + 4 * 4096);
+    ring.producer.push(0, &[load(1)]);
+    let st = c.sync(0).unwrap();
+    assert!(st.pmbirq);
+    let v = c.read(0, SysReg::PmbsrEl1).unwrap().value;
+    assert!(PMBSR::S.is_set(v) && PMBSR::EC.get(v) == pmbsr_ec::STAGE1_DATA_ABORT);
+    assert!(!PMBSR::EA.is_set(v));
+
+    program(&mut c, 0, &guest, NON_RAM_VA, NON_RAM_VA + 4096);
+    ring.producer.push(0, &[load(2)]);
+    assert!(c.sync(0).unwrap().pmbirq);
+    let v = c.read(0, SysReg::PmbsrEl1).unwrap().value;
+    assert!(PMBSR::S.is_set(v) && PMBSR::EA.is_set(v), "{v:#x}");
+    // The daemon is still serving.
+    assert_eq!(c.read(0, SysReg::PmbidrEl1).unwrap().outcome, 0);
+}
+
+#[test]
+fn disconnect_resets_and_the_next_vm_is_served() {
+    let h = server("reconnect", Features::max());
+    let guest = Guest::new();
+    {
+        let (mut c, _ring) = connect(h.path(), 2, &guest);
+        assert_eq!(c.write(1, SysReg::PmsicrEl1, 0x1234).unwrap().outcome, 0);
+        assert_eq!(c.read(1, SysReg::PmsicrEl1).unwrap().value, 0x1234);
+    }
+    for _ in 0..3 {
+        let (mut c, _ring) = connect(h.path(), 4, &guest);
+        assert_eq!(c.read(1, SysReg::PmsicrEl1).unwrap().value, 0);
+        assert_eq!(c.write(3, SysReg::PmsicrEl1, 7).unwrap().outcome, 0);
+    }
+    // A second VM waits in the backlog while one is connected, and is
+    // served as soon as the first leaves.
+    let mut a = Client::connect(h.path()).unwrap();
+    a.hello(1).unwrap();
+    let b = std::thread::spawn({
+        let path = h.path().to_path_buf();
+        move || Client::connect(&path).unwrap().hello(1).unwrap().status
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!b.is_finished());
+    drop(a);
+    assert_eq!(b.join().unwrap(), Status::OK);
+}
+
+#[test]
+fn requests_other_than_sysreg_use_status_codes() {
+    let h = server("status", Features::max());
+    let guest = Guest::new();
+    let (mut c, ring) = connect(h.path(), 2, &guest);
+    assert_eq!(c.sync(2).unwrap().status, Status::BAD_VCPU);
+    assert_eq!(c.reset(7).unwrap().status, Status::BAD_VCPU);
+    // Unknown register: an outcome, not a dropped connection.
+    assert_eq!(
+        c.sysreg(0, 0xDEAD, None, PeContext::default())
+            .unwrap()
+            .outcome,
+        Status::UNKNOWN_REGISTER
+    );
+    // Mismatched fds or sizes: BAD_RESOURCE, connection kept.
+    let mut regions = guest.regions();
+    regions[0].0.size = RAM_SIZE + 4096; // past the end of its file
+    assert_eq!(
+        c.set_mem_table(&regions).unwrap().status,
+        Status::BAD_RESOURCE
+    );
+    regions[0].0.size = RAM_SIZE;
+    regions[1].0.gpa = RAM_GPA + 4096; // overlaps
+    assert_eq!(
+        c.set_mem_table(&regions).unwrap().status,
+        Status::BAD_RESOURCE
+    );
+    let size = ring.layout.size() as u64;
+    assert_eq!(
+        c.set_ring(size - 8, &ring.file, &ring.doorbell, &ring.irq)
+            .unwrap()
+            .status,
+        Status::BAD_RESOURCE
+    );
+    let blank = memfd("blank", size).unwrap(); // no header
+    assert_eq!(
+        c.set_ring(size, &blank, &ring.doorbell, &ring.irq)
+            .unwrap()
+            .status,
+        Status::BAD_RESOURCE
+    );
+    // PMU counters reach a capture.
+    let mut ev = [0u64; 31];
+    ev[0] = 11;
+    assert_eq!(c.pmu_counters(0, &ev, 22, 33).unwrap().status, Status::OK);
+    let ctx = PeContext {
+        el: El::El0,
+        ..Default::default()
+    };
+    assert_eq!(c.set_context(ALL_VCPUS, &ctx).unwrap().status, Status::OK);
+    assert_eq!(c.reset(ALL_VCPUS).unwrap().status, Status::OK);
+    // Still alive and well.
+    assert_eq!(c.read(1, SysReg::PmbidrEl1).unwrap().outcome, 0);
+}
+
+/// Sends `bytes` on a fresh connection (after HELLO if `hello`) and checks
+/// the backend drops the connection, then that it still serves.
+fn expect_dropped(path: &Path, hello: bool, bytes: &[u8], fds: &[i32], what: &str) {
+    let mut c = Client::connect(path).unwrap();
+    if hello {
+        c.hello(1).unwrap();
+    }
+    c.send_raw(bytes, fds).unwrap();
+    c.stream()
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    // Anything the backend replies before closing is fine; it must close.
+    let mut sink = Vec::new();
+    let res = c.stream().try_clone().unwrap().read_to_end(&mut sink);
+    assert!(res.is_ok(), "{what}: connection not closed: {res:?}");
+    let mut ok = Client::connect(path).unwrap();
+    assert_eq!(ok.hello(1).unwrap().status, Status::OK, "{what}");
+}
+
+fn msg(t: u16, vcpu: u32, payload: &[u8]) -> Vec<u8> {
+    let mut h = Header::request(MsgType::Sync, vcpu, payload.len());
+    h.msg_type = t;
+    let mut m = h.to_bytes().to_vec();
+    m.extend_from_slice(payload);
+    m
+}
+
+#[test]
+fn malformed_or_out_of_order_messages_drop_the_connection_only() {
+    let h = server("malformed", Features::default());
+    let p = h.path();
+    let sysreg = SysregAccess {
+        encoding: SysReg::PmbsrEl1.encoding(),
+        is_write: false,
+        value: 0,
+        ctx: PeContext::default(),
+    }
+    .to_bytes();
+    let hello = Hello {
+        version: VERSION,
+        num_vcpus: 1,
+    }
+    .to_bytes();
+    let mut bad_magic = msg(MsgType::Sync as u16, 0, &[]);
+    bad_magic[0] = b'X';
+    let mut huge = msg(MsgType::Sync as u16, 0, &[]);
+    huge[12..16].copy_from_slice(&100_000u32.to_le_bytes());
+    let mut bad_ctx = sysreg;
+    bad_ctx[16] = 9; // EL 9
+    let mut bad_write = sysreg;
+    bad_write[4] = 2;
+    let eventfd = EventFd::new(0).unwrap();
+
+    let cases: Vec<(bool, Vec<u8>, Vec<i32>, &str)> = vec![
+        (false, bad_magic, vec![], "bad magic"),
+        (false, huge, vec![], "payload over 4 KiB"),
+        (
+            false,
+            msg(MsgType::Sysreg as u16, 0, &sysreg),
+            vec![],
+            "SYSREG before HELLO",
+        ),
+        (
+            false,
+            msg(MsgType::Sync as u16, 0, &[]),
+            vec![],
+            "SYNC before HELLO",
+        ),
+        (
+            false,
+            b"SPE1\x01\x00".to_vec(),
+            vec![],
+            "truncated header then EOF",
+        ),
+        (
+            true,
+            msg(MsgType::Hello as u16, ALL_VCPUS, &hello),
+            vec![],
+            "second HELLO",
+        ),
+        (true, msg(0x77, 0, &[]), vec![], "unknown type"),
+        (
+            true,
+            msg(MsgType::Sync as u16 | 0x8000, 0, &[]),
+            vec![],
+            "reply bit",
+        ),
+        (
+            true,
+            msg(MsgType::Sysreg as u16, 0, &sysreg[..20]),
+            vec![],
+            "short SYSREG",
+        ),
+        (
+            true,
+            msg(MsgType::Sysreg as u16, 5, &sysreg),
+            vec![],
+            "SYSREG bad vCPU",
+        ),
+        (
+            true,
+            msg(MsgType::Sysreg as u16, 0, &bad_ctx),
+            vec![],
+            "bad EL",
+        ),
+        (
+            true,
+            msg(MsgType::Sysreg as u16, 0, &bad_write),
+            vec![],
+            "bad is_write",
+        ),
+        (
+            true,
+            msg(MsgType::Sync as u16, 0, &[1, 2]),
+            vec![],
+            "SYNC with payload",
+        ),
+        (
+            true,
+            msg(MsgType::Sync as u16, 0, &[]),
+            vec![eventfd.as_raw_fd()],
+            "fds on SYNC",
+        ),
+        (
+            true,
+            msg(
+                MsgType::SetMemTable as u16,
+                ALL_VCPUS,
+                &[99, 0, 0, 0, 0, 0, 0, 0],
+            ),
+            vec![],
+            "17+ regions",
+        ),
+        (
+            true,
+            msg(MsgType::SetTranslation as u16, 0, &[0; 79]),
+            vec![],
+            "short SET_TRANSLATION",
+        ),
+    ];
+    for (hello, bytes, fds, what) in cases {
+        expect_dropped(p, hello, &bytes, &fds, what);
+    }
+
+    // Wrong version: refused in the HELLO reply, then dropped.
+    let mut c = Client::connect(p).unwrap();
+    let bad = Hello {
+        version: 99,
+        num_vcpus: 1,
+    };
+    let reply = c
+        .request(MsgType::Hello, ALL_VCPUS, &bad.to_bytes(), &[])
+        .unwrap();
+    let reply = spe_protocol::channel::HelloReply::from_bytes(&reply).unwrap();
+    assert_eq!(reply.status, Status::BAD_VERSION);
+    assert_eq!(c.stream().read(&mut [0u8; 1]).unwrap(), 0);
+
+    // A corrupt ring index (more than a ring ahead) drops the connection.
+    let guest = Guest::new();
+    let (mut c, mut ring) = connect(p, 1, &guest);
+    ring.producer.set_head(0, 1 << 40);
+    assert!(c.sync(0).is_err());
+
+    // A peer that stalls mid-message is dropped after the I/O timeout.
+    let mut c = Client::connect(p).unwrap();
+    c.hello(1).unwrap();
+    c.send_raw(&msg(MsgType::Sync as u16, 0, &[])[..8], &[])
+        .unwrap();
+    let t = Instant::now();
+    let mut ok = Client::connect(p).unwrap();
+    assert_eq!(ok.hello(1).unwrap().status, Status::OK);
+    assert!(t.elapsed() >= qemu::IO_TIMEOUT / 2);
+    assert!(h.is_running());
+}
+
+/// The built binary as a child process; killed by PID when dropped.
+struct Daemon {
+    child: Child,
+    sock: PathBuf,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child by its PID.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.sock);
+    }
+}
+
+fn wait_for(path: &Path) {
+    let t = Instant::now();
+    while !path.exists() {
+        assert!(t.elapsed() < Duration::from_secs(10), "no socket");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn daemon_synthetic_source_fills_the_buffer_and_shuts_down_cleanly() {
+    let sock = sock_path("daemon");
+    let mut d = Daemon {
+        child: Command::new(env!("CARGO_BIN_EXE_vhost-device-spe"))
+            .args([
+                "--qemu-socket",
+                sock.to_str().unwrap(),
+                "--synthetic",
+                "200000",
+            ])
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap(),
+        sock: sock.clone(),
+    };
+    wait_for(&sock);
+    let guest = Guest::new();
+    let (mut c, ring) = connect(&sock, 1, &guest);
+    let limit = BUF_VA + BUF_PAGES * 4096;
+    program(&mut c, 0, &guest, BUF_VA, limit);
+    // No ring traffic at all: the synthetic source fills the buffer.
+    assert!(ring.wait_irq(Duration::from_secs(10)), "no PMBIRQ");
+    assert!(ring.producer.irq(0).level);
+    let r = c.read(0, SysReg::PmbsrEl1).unwrap();
+    assert!(r.pmbirq && pmbsr_filled(r.value));
+    let pcs = pcs(&buffer_bytes(&guest, 0));
+    assert!(pcs.len() > 10);
+    assert!(pcs
+        .iter()
+        .all(|&pc| pc >= vhost_device_spe::synthetic::TEXT_BASE));
+    drop(c);
+
+    // SIGTERM: exit 0 and the socket is gone.
+    // SAFETY: signalling our own child by its PID.
+    unsafe { libc::kill(d.child.id() as i32, libc::SIGTERM) };
+    let t = Instant::now();
+    let status = loop {
+        if let Some(s) = d.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "daemon did not exit");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(status.success(), "{status:?}");
+    assert!(!sock.exists());
+}
+
+#[test]
+fn cli_requires_a_socket_and_synthetic_needs_the_qemu_channel() {
+    let bin = env!("CARGO_BIN_EXE_vhost-device-spe");
+    let out = Command::new(bin).output().unwrap();
+    assert!(!out.status.success());
+    let out = Command::new(bin)
+        .args(["--socket-path", "/tmp/x.sock", "--synthetic", "10"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--qemu-socket"));
+}
+
+#[test]
+fn memfd_mappings_share_guest_ram() {
+    // The ring writes go straight to the memfd: the test's own mapping sees
+    // what another mapping wrote (the property the whole channel relies on).
+    let guest = Guest::new();
+    let other = GuestMemoryMmap::<()>::from_ranges_with_files([(
+        GuestAddress(RAM_GPA),
+        RAM_SIZE as usize,
+        Some(FileOffset::new(
+            guest.ram.try_clone().unwrap(),
+            RAM_FD_OFFSET,
+        )),
+    )])
+    .unwrap();
+    other.write_obj(0xABCDu64, GuestAddress(BUF_PA)).unwrap();
+    assert_eq!(
+        guest.mem.read_obj::<u64>(GuestAddress(BUF_PA)).unwrap(),
+        0xABCD
+    );
+}
