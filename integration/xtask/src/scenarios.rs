@@ -1,6 +1,6 @@
 //! The guest scenarios and what the host checks after each run.
 
-use crate::runner::{GuestRun, Rig, RunOutput, Verdict, VCPUS, VIRTIO_ID};
+use crate::runner::{GuestRun, Rig, RunOutput, SpeRun, Verdict, VCPUS, VIRTIO_ID};
 use crate::util::tail;
 use anyhow::Result;
 use std::time::Duration;
@@ -8,6 +8,8 @@ use std::time::Duration;
 /// The backend log lines that prove the vhost-user handshake happened.
 pub const BACKEND_CONNECTED: &str = "vhost-user connection accepted";
 pub const BACKEND_GET_CONFIG: &str = "vhost-user GET_CONFIG";
+/// The backend log line of the patched QEMU's control-channel handshake.
+pub const BACKEND_QEMU_HELLO: &str = "HELLO: 2 vCPU(s)";
 
 pub enum Expect {
     /// The guest must pass and `check` must accept the run.
@@ -29,6 +31,8 @@ pub struct Scenario {
     pub expect: Expect,
     /// See [`GuestRun::kill_backend_when`].
     pub kill_backend_when: Option<&'static str>,
+    /// See [`GuestRun::spe`].
+    pub spe: Option<SpeRun>,
 }
 
 pub fn all() -> Vec<Scenario> {
@@ -40,6 +44,7 @@ pub fn all() -> Vec<Scenario> {
             timeout: Duration::from_secs(120),
             expect: Expect::Pass(|_| Ok(())),
             kill_backend_when: None,
+            spe: None,
         },
         Scenario {
             name: "virtio-device",
@@ -48,6 +53,7 @@ pub fn all() -> Vec<Scenario> {
             timeout: Duration::from_secs(120),
             expect: Expect::Pass(check_virtio_device),
             kill_backend_when: None,
+            spe: None,
         },
         Scenario {
             name: "perf",
@@ -59,6 +65,7 @@ pub fn all() -> Vec<Scenario> {
                 v => Err(format!("guest perf version {v:?}, want 6.1.*")),
             }),
             kill_backend_when: None,
+            spe: None,
         },
         Scenario {
             name: "panic-is-reported",
@@ -70,6 +77,7 @@ pub fn all() -> Vec<Scenario> {
                 console: "Kernel panic - not syncing",
             },
             kill_backend_when: None,
+            spe: None,
         },
         Scenario {
             name: "hang-times-out",
@@ -83,6 +91,7 @@ pub fn all() -> Vec<Scenario> {
                 console: "SPE-RESULT kernel=",
             },
             kill_backend_when: None,
+            spe: None,
         },
         Scenario {
             name: "backend-crash-is-reported",
@@ -97,8 +106,53 @@ pub fn all() -> Vec<Scenario> {
             // Once the guest runs /init; the crash must end the run long
             // before the timeout.
             kill_backend_when: Some("SPE-RESULT kernel="),
+            spe: None,
+        },
+        Scenario {
+            name: "spe-probe",
+            guest: "spe-probe",
+            backend: true,
+            timeout: Duration::from_secs(120),
+            expect: Expect::Pass(check_spe_probe),
+            kill_backend_when: None,
+            spe: Some(SpeRun::new("neoverse-n1")),
+        },
+        Scenario {
+            name: "spe-probe-vhe",
+            guest: "spe-probe",
+            backend: true,
+            timeout: Duration::from_secs(120),
+            expect: Expect::Pass(check_spe_probe),
+            kill_backend_when: None,
+            // The backend must model EL2 for a kernel running there.
+            spe: Some(SpeRun {
+                virtualization: true,
+                ..SpeRun::new("max")
+            }),
         },
     ]
+}
+
+/// The unmodified driver probed on both vCPUs, through the backend.
+pub fn check_spe_probe(out: &RunOutput) -> Result<(), String> {
+    let mut errs = Vec::new();
+    if out.result("spe_probed_cpus") != Some("0-1") {
+        errs.push(format!(
+            "arm_spe_pmu probed for CPUs {:?}, want 0-1",
+            out.result("spe_probed_cpus")
+        ));
+    }
+    if out.result("spe_pmu") != Some("arm_spe_0") {
+        errs.push(format!("event source {:?}", out.result("spe_pmu")));
+    }
+    if !out.backend_log.contains(BACKEND_QEMU_HELLO) {
+        errs.push(format!("backend log lacks {BACKEND_QEMU_HELLO:?}"));
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
 }
 
 /// Guest saw the device with our IDs, backend saw the handshake.
@@ -183,6 +237,7 @@ pub fn run_all(rig: &Rig, scenarios: &[Scenario]) -> Result<Summary> {
             backend: s.backend,
             timeout: s.timeout,
             kill_backend_when: s.kill_backend_when,
+            spe: s.spe.clone(),
         })?;
         let secs = out.elapsed.as_secs_f64();
         match evaluate(s, &out) {
