@@ -267,6 +267,17 @@ impl Rig {
         };
         let elapsed = start.elapsed();
         if let Some(mut b) = backend {
+            // The control channel's backend logs its statistics when QEMU
+            // hangs up: give it a moment to do so before it is killed.
+            if spec.spe.is_some() {
+                let deadline = Instant::now() + Duration::from_secs(2);
+                while Instant::now() < deadline
+                    && !read_lossy(&backend_log).contains("stats total:")
+                    && matches!(b.try_wait(), Ok(None))
+                {
+                    sleep(Duration::from_millis(20));
+                }
+            }
             b.kill();
         }
 

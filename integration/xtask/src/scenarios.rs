@@ -130,7 +130,86 @@ pub fn all() -> Vec<Scenario> {
                 ..SpeRun::new("max")
             }),
         },
+        Scenario {
+            name: "spe-perf",
+            guest: "spe-perf",
+            backend: true,
+            timeout: Duration::from_secs(240),
+            expect: Expect::Pass(check_spe_perf),
+            kill_backend_when: None,
+            spe: Some(SpeRun {
+                synthetic: Some(1_000_000),
+                ..SpeRun::new("neoverse-n1")
+            }),
+        },
+        Scenario {
+            name: "spe-buffer-full",
+            guest: "spe-buffer-full",
+            backend: true,
+            timeout: Duration::from_secs(240),
+            expect: Expect::Pass(check_spe_buffer_full),
+            kill_backend_when: None,
+            spe: Some(SpeRun {
+                synthetic: Some(4_000_000),
+                ..SpeRun::new("neoverse-n1")
+            }),
+        },
     ]
+}
+
+/// A `key=N` field of the backend's last `stats total:` line.
+pub fn backend_stat(log: &str, key: &str) -> Option<u64> {
+    let line = log.lines().rev().find(|l| l.contains("stats total:"))?;
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+}
+
+fn num(out: &RunOutput, key: &str) -> Result<u64, String> {
+    out.result(key)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("guest result {key}={:?} is not a number", out.result(key)))
+}
+
+/// perf decoded every record the backend wrote, without decoder errors.
+pub fn check_spe_perf(out: &RunOutput) -> Result<(), String> {
+    let guest = num(out, "spe_records")?;
+    if num(out, "spe_bad_packets")? != 0 {
+        return Err("perf's decoder reported errors".into());
+    }
+    let backend = backend_stat(&out.backend_log, "records")
+        .ok_or("backend log has no `stats total:` line")?;
+    if guest == 0 || guest != backend {
+        return Err(format!(
+            "perf decoded {guest} records, the backend wrote {backend}"
+        ));
+    }
+    Ok(())
+}
+
+/// Buffer-full PMBIRQs happened and were handled, and perf kept
+/// collecting.
+pub fn check_spe_buffer_full(out: &RunOutput) -> Result<(), String> {
+    let guest = num(out, "spe_records")?;
+    if num(out, "spe_bad_packets")? != 0 {
+        return Err("perf's decoder reported errors".into());
+    }
+    let before = num(out, "spe_irqs_before")?;
+    let after = num(out, "spe_irqs_after")?;
+    let events = backend_stat(&out.backend_log, "management_events")
+        .ok_or("backend log has no `stats total:` line")?;
+    let backend = backend_stat(&out.backend_log, "records").unwrap_or(0);
+    if after < before + 2 || events < 2 {
+        return Err(format!(
+            "PMBIRQ count {before} -> {after}, backend management events {events}"
+        ));
+    }
+    if guest == 0 || guest > backend {
+        return Err(format!(
+            "perf decoded {guest} records, the backend wrote {backend}"
+        ));
+    }
+    Ok(())
 }
 
 /// The unmodified driver probed on both vCPUs, through the backend.
