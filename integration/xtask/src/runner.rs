@@ -210,6 +210,9 @@ impl Rig {
                     cmd.arg("--qemu-socket")
                         .arg(&socket)
                         .args(["--cpu", spe.backend_cpu]);
+                    if spe.virtualization {
+                        cmd.arg("--el2");
+                    }
                     if let Some(rate) = spe.synthetic {
                         cmd.args(["--synthetic", &rate.to_string()]);
                     }
