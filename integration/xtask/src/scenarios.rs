@@ -406,6 +406,28 @@ mod tests {
     }
 
     #[test]
+    fn spe_perf_needs_matching_record_counts() {
+        let log = "[INFO] stats total: samples=9 filtered=0 records=7 bytes=448 discarded=0 management_events=3\n";
+        assert_eq!(backend_stat(log, "records"), Some(7));
+        assert_eq!(backend_stat(log, "management_events"), Some(3));
+        assert_eq!(backend_stat("", "records"), None);
+        let good = out(
+            Verdict::Pass,
+            &[("spe_records", "7"), ("spe_bad_packets", "0")],
+            "",
+            log,
+        );
+        assert_eq!(check_spe_perf(&good), Ok(()));
+        let short = out(
+            Verdict::Pass,
+            &[("spe_records", "6"), ("spe_bad_packets", "0")],
+            "",
+            log,
+        );
+        assert!(check_spe_perf(&short).unwrap_err().contains("wrote 7"));
+    }
+
+    #[test]
     fn expected_failures_need_reason_and_console() {
         let s = all()
             .into_iter()
