@@ -63,12 +63,18 @@ fn real_main(args: &[String]) -> Result<bool> {
                 .context("run: which scenario script?")?;
             let paths = Paths::discover()?;
             let rig = prepare(&paths)?;
+            // A scenario of `test` with this guest script lends its SPE set-up.
+            let spe = scenarios::all()
+                .into_iter()
+                .find(|s| s.guest == name.as_str() || s.name == name.as_str())
+                .and_then(|s| s.spe);
             let out = rig.run(&GuestRun {
                 scenario: name.clone(),
                 run_name: format!("run-{name}"),
                 backend,
                 timeout: Duration::from_secs(300),
                 kill_backend_when: None,
+                spe,
             })?;
             print!("{}", out.console);
             eprintln!("--- backend log ---\n{}", out.backend_log);
@@ -244,6 +250,7 @@ fn demo() -> Result<bool> {
         backend: true,
         timeout: Duration::from_secs(120),
         kill_backend_when: None,
+        spe: None,
     })?;
     println!("--- what the guest saw (console lines from /init) ---");
     for l in out.console.lines() {
