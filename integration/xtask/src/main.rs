@@ -10,7 +10,7 @@ mod util;
 use anyhow::{bail, Context, Result};
 use runner::{GuestRun, Rig, Verdict};
 use setup::Paths;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 use util::{tail, Step};
@@ -137,25 +137,53 @@ fn prepare(paths: &Paths) -> Result<Rig> {
 }
 
 /// Cross-builds the guest driver (`guest-driver/`, once it has a Kbuild)
-/// against the Debian headers, in a copy so the source tree stays clean.
-/// The modules land in the initramfs under lib/modules/<kver>/extra.
+/// and every test module under `integration/guest/modules/` against the
+/// Debian headers, each in a copy so the source tree stays clean. The
+/// modules land in the initramfs under lib/modules/<kver>/extra.
 fn guest_modules(paths: &Paths, guest: &setup::Guest) -> Result<Vec<PathBuf>> {
-    let src = paths.repo.join("guest-driver");
+    let mut dirs = vec![("guest-driver".to_string(), paths.repo.join("guest-driver"))];
+    let tests = paths.repo.join("integration/guest/modules");
+    if tests.is_dir() {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&tests)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_dir())
+            .collect();
+        found.sort();
+        for d in found {
+            let name = format!("modules/{}", d.file_name().unwrap().to_string_lossy());
+            dirs.push((name, d));
+        }
+    }
+    let mut kos = Vec::new();
+    for (name, src) in dirs {
+        kos.extend(build_module_dir(paths, guest, &name, &src)?);
+    }
+    Ok(kos)
+}
+
+/// `make modules` for one module directory (`name` is its build directory
+/// under the work directory and its label), if it has a Kbuild or Makefile.
+fn build_module_dir(
+    paths: &Paths,
+    guest: &setup::Guest,
+    name: &str,
+    src: &Path,
+) -> Result<Vec<PathBuf>> {
     if !src.join("Kbuild").exists() && !src.join("Makefile").exists() {
         return Ok(Vec::new());
     }
-    let step = Step::new("guest-driver: cross-building the module");
-    let build = paths.work().join("guest-driver");
+    let step = Step::new(format!("{name}: cross-building the module"));
+    let build = paths.work().join(name);
     let _ = std::fs::remove_dir_all(&build);
     std::fs::create_dir_all(&build)?;
-    for e in std::fs::read_dir(&src)? {
+    for e in std::fs::read_dir(src)? {
         let p = e?.path();
         if p.is_file() {
             std::fs::copy(&p, build.join(p.file_name().unwrap()))?;
         }
     }
     util::run(
-        "guest-driver: make modules (aarch64-linux-gnu-gcc, Debian headers)",
+        &format!("{name}: make modules (aarch64-linux-gnu-gcc, Debian headers)"),
         Command::new("make")
             .arg("-C")
             .arg(&guest.headers)

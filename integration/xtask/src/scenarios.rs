@@ -154,7 +154,71 @@ pub fn all() -> Vec<Scenario> {
                 ..SpeRun::new("neoverse-n1")
             }),
         },
+        Scenario {
+            name: "pmu-snapshot",
+            guest: "pmu-snapshot",
+            backend: true,
+            timeout: Duration::from_secs(120),
+            expect: Expect::Pass(check_pmu_snapshot),
+            kill_backend_when: None,
+            // FEAT_PMUv3_SS: the backend's `max` profile has it.
+            spe: Some(SpeRun {
+                pmu_ss: true,
+                ..SpeRun::new("max")
+            }),
+        },
     ]
+}
+
+/// PMSSCR_EL1.NC: the capture was prohibited.
+const PMSSCR_NC: u64 = 1 << 32;
+/// How far (in cycles; QEMU's PMU counts 1 GHz of virtual time) the
+/// capture may be from the guest's PMCCNTR_EL0 read just before it.
+const CAPTURE_MAX_CYCLES: u64 = 1_000_000_000;
+
+fn hex(out: &RunOutput, key: &str) -> Result<u64, String> {
+    out.result(key)
+        .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
+        .ok_or_else(|| format!("guest result {key}={:?} is not hex", out.result(key)))
+}
+
+/// A PMU snapshot request with Capture events disabled (PMECR_EL1.SSE
+/// 0b00) is ignored, a prohibited one (0b10) gives {NC,SS} = {1,0} and
+/// leaves the snapshot registers alone, an allowed one (0b11) copies
+/// PMCCNTR_EL0 and PMEVCNTR0_EL0 with {NC,SS} = {0,0}.
+pub fn check_pmu_snapshot(out: &RunOutput) -> Result<(), String> {
+    let mut errs = Vec::new();
+    for (sse, what, pmsscr) in [(0, "disabled", 0), (2, "prohibited", PMSSCR_NC)] {
+        let got = hex(out, &format!("sse{sse}_pmsscr"))?;
+        if got != pmsscr {
+            errs.push(format!("{what}: PMSSCR_EL1 {got:#x}, want {pmsscr:#x}"));
+        }
+        for reg in ["pmccntsvr", "pmevcntsvr0"] {
+            let v = num(out, &format!("sse{sse}_{reg}"))?;
+            if v != 0 {
+                errs.push(format!("{what}: {reg} {v}, want it unchanged (0)"));
+            }
+        }
+    }
+    let pmsscr = hex(out, "sse3_pmsscr")?;
+    if pmsscr != 0 {
+        errs.push(format!("allowed: PMSSCR_EL1 {pmsscr:#x}, want 0"));
+    }
+    let before = num(out, "sse3_pmccntr_before")?;
+    let svr = num(out, "sse3_pmccntsvr")?;
+    if svr < before || svr - before > CAPTURE_MAX_CYCLES {
+        errs.push(format!(
+            "allowed: PMCCNTSVR_EL1 {svr}, PMCCNTR_EL0 was {before} just before"
+        ));
+    }
+    if num(out, "sse3_pmevcntsvr0")? == 0 {
+        errs.push("allowed: PMEVCNTSVR0_EL1 is 0 (CPU_CYCLES counted nothing?)".into());
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
 }
 
 /// A `key=N` field of the backend's last `stats total:` line.
