@@ -492,6 +492,41 @@ mod tests {
     }
 
     #[test]
+    fn pmu_snapshot_needs_nc_ss_and_copies() {
+        let good: &[(&str, &str)] = &[
+            ("sse0_pmsscr", "0x0"),
+            ("sse0_pmccntsvr", "0"),
+            ("sse0_pmevcntsvr0", "0"),
+            ("sse2_pmsscr", "0x100000000"),
+            ("sse2_pmccntsvr", "0"),
+            ("sse2_pmevcntsvr0", "0"),
+            ("sse3_pmsscr", "0x0"),
+            ("sse3_pmccntsvr", "657585"),
+            ("sse3_pmccntr_before", "657385"),
+            ("sse3_pmevcntsvr0", "657575"),
+        ];
+        let with = |k: &str, v: &str| {
+            let r: Vec<(&str, &str)> = good
+                .iter()
+                .map(|&(gk, gv)| (gk, if gk == k { v } else { gv }))
+                .collect();
+            check_pmu_snapshot(&out(Verdict::Pass, &r, "", ""))
+        };
+        assert_eq!(with("", ""), Ok(()));
+        // QEMU without PMU_COUNTERS: the capture copies zeros.
+        let e = with("sse3_pmccntsvr", "0").unwrap_err();
+        assert!(e.contains("PMCCNTSVR_EL1 0"), "{e}");
+        assert!(with("sse3_pmevcntsvr0", "0").is_err());
+        assert!(with("sse3_pmccntsvr", "2000000000").is_err());
+        assert!(with("sse3_pmsscr", "0x100000000").is_err());
+        // A disabled capture that set NC, a prohibited one that copied.
+        assert!(with("sse0_pmsscr", "0x100000000").is_err());
+        assert!(with("sse2_pmccntsvr", "5").is_err());
+        assert!(with("sse2_pmsscr", "0x0").is_err());
+        assert!(check_pmu_snapshot(&out(Verdict::Pass, &[], "", "")).is_err());
+    }
+
+    #[test]
     fn expected_failures_need_reason_and_console() {
         let s = all()
             .into_iter()
