@@ -66,6 +66,15 @@ struct ServeArgs {
     /// CPU whose ID register values (PMSIDR_EL1, PMBIDR_EL1, ID_AA64DFR0_EL1.PMSVer) the device advertises.
     #[arg(long, value_enum, default_value_t = CpuModel::NeoverseN1)]
     cpu: CpuModel,
+
+    /// The VM's CPUs implement EL2 (QEMU `-M virt,virtualization=on`): the
+    /// model then serves PMSCR_EL2 and the EL2 access checks.
+    #[arg(long)]
+    el2: bool,
+
+    /// The VM's CPUs implement EL3 (QEMU `-M virt,secure=on`).
+    #[arg(long)]
+    el3: bool,
 }
 
 /// Modes other than serving.
@@ -122,7 +131,9 @@ fn wait_for_signal(set: &libc::sigset_t) -> i32 {
 }
 
 fn run_server(args: ServeArgs) -> ExitCode {
-    let features = args.cpu.features();
+    let mut features = args.cpu.features();
+    features.have_el2 |= args.el2;
+    features.have_el3 |= args.el3;
 
     let signals = match block_termination_signals() {
         Ok(s) => s,

@@ -104,6 +104,33 @@ pub struct GuestRun {
     /// Fault injection for testing the runner itself: SIGKILL the backend
     /// once the console shows this text, as a backend crash would look.
     pub kill_backend_when: Option<&'static str>,
+    /// Full emulation: the backend serves the patched QEMU's SPE control
+    /// channel (`--qemu-socket`) instead of a vhost-user device.
+    pub spe: Option<SpeRun>,
+}
+
+/// How a full-emulation (`-cpu max,spe=on`) run is set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpeRun {
+    /// The backend's `--cpu` (which ID registers it advertises).
+    pub backend_cpu: &'static str,
+    /// The backend's `--synthetic RATE`.
+    pub synthetic: Option<u64>,
+    /// `-M virt,virtualization=on`: the guest kernel runs at EL2 (VHE).
+    pub virtualization: bool,
+    /// Also `pmu-ss=on` (FEAT_PMUv3_SS).
+    pub pmu_ss: bool,
+}
+
+impl SpeRun {
+    pub const fn new(backend_cpu: &'static str) -> SpeRun {
+        SpeRun {
+            backend_cpu,
+            synthetic: None,
+            virtualization: false,
+            pmu_ss: false,
+        }
+    }
 }
 
 /// Fixed inputs shared by every run.
@@ -174,12 +201,26 @@ impl Rig {
         let mut early_failure = None;
         if spec.backend {
             let log = fs::File::create(&backend_log)?;
+            let mut cmd = Command::new(&self.backend);
+            match &spec.spe {
+                None => {
+                    cmd.arg("--socket-path").arg(&socket);
+                }
+                Some(spe) => {
+                    cmd.arg("--qemu-socket")
+                        .arg(&socket)
+                        .args(["--cpu", spe.backend_cpu]);
+                    if spe.virtualization {
+                        cmd.arg("--el2");
+                    }
+                    if let Some(rate) = spe.synthetic {
+                        cmd.args(["--synthetic", &rate.to_string()]);
+                    }
+                }
+            }
             let mut b = ChildGuard::spawn(
                 "the backend",
-                Command::new(&self.backend)
-                    .arg("--socket-path")
-                    .arg(&socket)
-                    .arg("--vcpus")
+                cmd.arg("--vcpus")
                     .arg(VCPUS.to_string())
                     .env(
                         "RUST_LOG",
@@ -229,6 +270,17 @@ impl Rig {
         };
         let elapsed = start.elapsed();
         if let Some(mut b) = backend {
+            // The control channel's backend logs its statistics when QEMU
+            // hangs up: give it a moment to do so before it is killed.
+            if spec.spe.is_some() {
+                let deadline = Instant::now() + Duration::from_secs(2);
+                while Instant::now() < deadline
+                    && !read_lossy(&backend_log).contains("stats total:")
+                    && matches!(b.try_wait(), Ok(None))
+                {
+                    sleep(Duration::from_millis(20));
+                }
+            }
             b.kill();
         }
 
@@ -251,8 +303,29 @@ impl Rig {
     fn qemu_command(&self, spec: &GuestRun, console: &Path, socket: &Path) -> Command {
         let mut c = Command::new(&self.qemu);
         let mem = "1G";
-        c.args(["-M", "virt,gic-version=3,memory-backend=mem"])
-            .args(["-cpu", "max", "-smp", &VCPUS.to_string(), "-m", mem])
+        let (machine, cpu) = match &spec.spe {
+            Some(spe) if spec.backend => (
+                format!(
+                    "virt,gic-version=3,memory-backend=mem{}",
+                    if spe.virtualization {
+                        ",virtualization=on"
+                    } else {
+                        ""
+                    }
+                ),
+                format!(
+                    "max,spe=on{},spe-socket={}",
+                    if spe.pmu_ss { ",pmu-ss=on" } else { "" },
+                    socket.display()
+                ),
+            ),
+            _ => (
+                "virt,gic-version=3,memory-backend=mem".to_string(),
+                "max".to_string(),
+            ),
+        };
+        c.args(["-M", &machine])
+            .args(["-cpu", &cpu, "-smp", &VCPUS.to_string(), "-m", mem])
             // vhost-user back ends map guest RAM: it must be a shared memfd.
             .args([
                 "-object",
@@ -273,7 +346,7 @@ impl Rig {
                 "console=ttyAMA0 panic=-1 spe.scenario={} spe.virtio_id={VIRTIO_ID}",
                 spec.scenario
             ));
-        if spec.backend {
+        if spec.backend && spec.spe.is_none() {
             c.arg("-chardev")
                 .arg(format!("socket,id=spe0,path={}", socket.display()))
                 .arg("-device")

@@ -1,6 +1,6 @@
 //! The guest scenarios and what the host checks after each run.
 
-use crate::runner::{GuestRun, Rig, RunOutput, Verdict, VCPUS, VIRTIO_ID};
+use crate::runner::{GuestRun, Rig, RunOutput, SpeRun, Verdict, VCPUS, VIRTIO_ID};
 use crate::util::tail;
 use anyhow::Result;
 use std::time::Duration;
@@ -8,6 +8,8 @@ use std::time::Duration;
 /// The backend log lines that prove the vhost-user handshake happened.
 pub const BACKEND_CONNECTED: &str = "vhost-user connection accepted";
 pub const BACKEND_GET_CONFIG: &str = "vhost-user GET_CONFIG";
+/// The backend log line of the patched QEMU's control-channel handshake.
+pub const BACKEND_QEMU_HELLO: &str = "HELLO: 2 vCPU(s)";
 
 pub enum Expect {
     /// The guest must pass and `check` must accept the run.
@@ -29,6 +31,8 @@ pub struct Scenario {
     pub expect: Expect,
     /// See [`GuestRun::kill_backend_when`].
     pub kill_backend_when: Option<&'static str>,
+    /// See [`GuestRun::spe`].
+    pub spe: Option<SpeRun>,
 }
 
 pub fn all() -> Vec<Scenario> {
@@ -40,6 +44,7 @@ pub fn all() -> Vec<Scenario> {
             timeout: Duration::from_secs(120),
             expect: Expect::Pass(|_| Ok(())),
             kill_backend_when: None,
+            spe: None,
         },
         Scenario {
             name: "virtio-device",
@@ -48,6 +53,7 @@ pub fn all() -> Vec<Scenario> {
             timeout: Duration::from_secs(120),
             expect: Expect::Pass(check_virtio_device),
             kill_backend_when: None,
+            spe: None,
         },
         Scenario {
             name: "perf",
@@ -59,6 +65,7 @@ pub fn all() -> Vec<Scenario> {
                 v => Err(format!("guest perf version {v:?}, want 6.1.*")),
             }),
             kill_backend_when: None,
+            spe: None,
         },
         Scenario {
             name: "panic-is-reported",
@@ -70,6 +77,7 @@ pub fn all() -> Vec<Scenario> {
                 console: "Kernel panic - not syncing",
             },
             kill_backend_when: None,
+            spe: None,
         },
         Scenario {
             name: "hang-times-out",
@@ -83,6 +91,7 @@ pub fn all() -> Vec<Scenario> {
                 console: "SPE-RESULT kernel=",
             },
             kill_backend_when: None,
+            spe: None,
         },
         Scenario {
             name: "backend-crash-is-reported",
@@ -97,8 +106,132 @@ pub fn all() -> Vec<Scenario> {
             // Once the guest runs /init; the crash must end the run long
             // before the timeout.
             kill_backend_when: Some("SPE-RESULT kernel="),
+            spe: None,
+        },
+        Scenario {
+            name: "spe-probe",
+            guest: "spe-probe",
+            backend: true,
+            timeout: Duration::from_secs(120),
+            expect: Expect::Pass(check_spe_probe),
+            kill_backend_when: None,
+            spe: Some(SpeRun::new("neoverse-n1")),
+        },
+        Scenario {
+            name: "spe-probe-vhe",
+            guest: "spe-probe",
+            backend: true,
+            timeout: Duration::from_secs(120),
+            expect: Expect::Pass(check_spe_probe),
+            kill_backend_when: None,
+            // The backend must model EL2 for a kernel running there.
+            spe: Some(SpeRun {
+                virtualization: true,
+                ..SpeRun::new("max")
+            }),
+        },
+        Scenario {
+            name: "spe-perf",
+            guest: "spe-perf",
+            backend: true,
+            timeout: Duration::from_secs(240),
+            expect: Expect::Pass(check_spe_perf),
+            kill_backend_when: None,
+            spe: Some(SpeRun {
+                synthetic: Some(1_000_000),
+                ..SpeRun::new("neoverse-n1")
+            }),
+        },
+        Scenario {
+            name: "spe-buffer-full",
+            guest: "spe-buffer-full",
+            backend: true,
+            timeout: Duration::from_secs(240),
+            expect: Expect::Pass(check_spe_buffer_full),
+            kill_backend_when: None,
+            spe: Some(SpeRun {
+                synthetic: Some(4_000_000),
+                ..SpeRun::new("neoverse-n1")
+            }),
         },
     ]
+}
+
+/// A `key=N` field of the backend's last `stats total:` line.
+pub fn backend_stat(log: &str, key: &str) -> Option<u64> {
+    let line = log.lines().rev().find(|l| l.contains("stats total:"))?;
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+}
+
+fn num(out: &RunOutput, key: &str) -> Result<u64, String> {
+    out.result(key)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("guest result {key}={:?} is not a number", out.result(key)))
+}
+
+/// perf decoded every record the backend wrote, without decoder errors.
+pub fn check_spe_perf(out: &RunOutput) -> Result<(), String> {
+    let guest = num(out, "spe_records")?;
+    if num(out, "spe_bad_packets")? != 0 {
+        return Err("perf's decoder reported errors".into());
+    }
+    let backend = backend_stat(&out.backend_log, "records")
+        .ok_or("backend log has no `stats total:` line")?;
+    if guest == 0 || guest != backend {
+        return Err(format!(
+            "perf decoded {guest} records, the backend wrote {backend}"
+        ));
+    }
+    Ok(())
+}
+
+/// Buffer-full PMBIRQs happened and were handled, and perf kept
+/// collecting.
+pub fn check_spe_buffer_full(out: &RunOutput) -> Result<(), String> {
+    let guest = num(out, "spe_records")?;
+    if num(out, "spe_bad_packets")? != 0 {
+        return Err("perf's decoder reported errors".into());
+    }
+    let before = num(out, "spe_irqs_before")?;
+    let after = num(out, "spe_irqs_after")?;
+    let events = backend_stat(&out.backend_log, "management_events")
+        .ok_or("backend log has no `stats total:` line")?;
+    let backend = backend_stat(&out.backend_log, "records").unwrap_or(0);
+    if after < before + 2 || events < 2 {
+        return Err(format!(
+            "PMBIRQ count {before} -> {after}, backend management events {events}"
+        ));
+    }
+    if guest == 0 || guest > backend {
+        return Err(format!(
+            "perf decoded {guest} records, the backend wrote {backend}"
+        ));
+    }
+    Ok(())
+}
+
+/// The unmodified driver probed on both vCPUs, through the backend.
+pub fn check_spe_probe(out: &RunOutput) -> Result<(), String> {
+    let mut errs = Vec::new();
+    if out.result("spe_probed_cpus") != Some("0-1") {
+        errs.push(format!(
+            "arm_spe_pmu probed for CPUs {:?}, want 0-1",
+            out.result("spe_probed_cpus")
+        ));
+    }
+    if out.result("spe_pmu") != Some("arm_spe_0") {
+        errs.push(format!("event source {:?}", out.result("spe_pmu")));
+    }
+    if !out.backend_log.contains(BACKEND_QEMU_HELLO) {
+        errs.push(format!("backend log lacks {BACKEND_QEMU_HELLO:?}"));
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
 }
 
 /// Guest saw the device with our IDs, backend saw the handshake.
@@ -183,6 +316,7 @@ pub fn run_all(rig: &Rig, scenarios: &[Scenario]) -> Result<Summary> {
             backend: s.backend,
             timeout: s.timeout,
             kill_backend_when: s.kill_backend_when,
+            spe: s.spe.clone(),
         })?;
         let secs = out.elapsed.as_secs_f64();
         match evaluate(s, &out) {
@@ -269,6 +403,28 @@ mod tests {
         );
         let wrong = out(Verdict::Pass, &[("pci_device_id", "0x1079")], "", "");
         assert!(evaluate(s, &wrong).unwrap_err().contains("want 0x107a"));
+    }
+
+    #[test]
+    fn spe_perf_needs_matching_record_counts() {
+        let log = "[INFO] stats total: samples=9 filtered=0 records=7 bytes=448 discarded=0 management_events=3\n";
+        assert_eq!(backend_stat(log, "records"), Some(7));
+        assert_eq!(backend_stat(log, "management_events"), Some(3));
+        assert_eq!(backend_stat("", "records"), None);
+        let good = out(
+            Verdict::Pass,
+            &[("spe_records", "7"), ("spe_bad_packets", "0")],
+            "",
+            log,
+        );
+        assert_eq!(check_spe_perf(&good), Ok(()));
+        let short = out(
+            Verdict::Pass,
+            &[("spe_records", "6"), ("spe_bad_packets", "0")],
+            "",
+            log,
+        );
+        assert!(check_spe_perf(&short).unwrap_err().contains("wrote 7"));
     }
 
     #[test]
