@@ -6,6 +6,7 @@ mod runner;
 mod scenarios;
 mod setup;
 mod util;
+mod workloads;
 
 use anyhow::{bail, Context, Result};
 use runner::{GuestRun, Rig, Verdict};
@@ -104,12 +105,17 @@ fn prepare(paths: &Paths) -> Result<Rig> {
     std::fs::create_dir_all(&work)?;
     let initrd = work.join(format!("initramfs-{}.cpio", env.guest.kver));
     let modules = guest_modules(paths, &env.guest)?;
+    let programs = workloads::build(
+        &paths.repo.join("integration/guest/workloads"),
+        &work.join("workloads"),
+    )?;
     let t_img = Instant::now();
     initramfs::build(
         &env.guest,
         Some(&env.perf),
         &paths.repo.join("integration/guest"),
         &modules,
+        &programs,
         &initrd,
     )
     .context("building the guest initramfs")?;
