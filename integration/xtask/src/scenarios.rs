@@ -180,6 +180,9 @@ fn num(out: &RunOutput, key: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("guest result {key}={:?} is not a number", out.result(key)))
 }
 
+/// What integration/guest/scenarios/workload.sh runs spe-workload for.
+pub const WORKLOAD_ITERATIONS: &str = "1000";
+
 /// The issue-6 workload reported what the proofs match records against:
 /// a page-aligned array with a physical address, and its loops' PCs.
 pub fn check_workload(out: &RunOutput) -> Result<(), String> {
@@ -202,8 +205,8 @@ pub fn check_workload(out: &RunOutput) -> Result<(), String> {
         return Err(format!("loop PCs {strided:#x} {branchy:#x}"));
     }
     match out.result("workload_iterations") {
-        Some("200") => Ok(()),
-        v => Err(format!("{v:?} iterations, want 200")),
+        Some(n) if n == WORKLOAD_ITERATIONS => Ok(()),
+        v => Err(format!("{v:?} iterations, want {WORKLOAD_ITERATIONS}")),
     }
 }
 
@@ -472,7 +475,7 @@ mod tests {
             ("workload_array_pa1", "0x4a2d000"),
             ("workload_strided_pc", "0x4006d4"),
             ("workload_branchy_pc", "0x400708"),
-            ("workload_iterations", "200"),
+            ("workload_iterations", "1000"),
         ];
         assert_eq!(evaluate(&s, &out(Verdict::Pass, &results, "", "")), Ok(()));
         results[1].1 = "0x0";
@@ -481,7 +484,7 @@ mod tests {
         results[1].1 = "0x4a2c000";
         results[5].1 = "12";
         let e = evaluate(&s, &out(Verdict::Pass, &results, "", "")).unwrap_err();
-        assert!(e.contains("want 200"), "{e}");
+        assert!(e.contains("want 1000"), "{e}");
         results.remove(0);
         let e = evaluate(&s, &out(Verdict::Pass, &results, "", "")).unwrap_err();
         assert!(e.contains("no workload_array_va"), "{e}");
