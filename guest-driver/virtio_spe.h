@@ -48,7 +48,7 @@ struct virtio_spe_config {
 	__le32 version;
 	__le32 max_batch;
 	__u8 reserved0[24];
-} __attribute__((packed));
+} __packed;
 _Static_assert(sizeof(struct virtio_spe_config) == 64, "virtio_spe_config layout");
 
 struct virtio_spe_ctrl_req {
@@ -57,7 +57,7 @@ struct virtio_spe_ctrl_req {
 	__u8 op;
 	__u8 reserved0[7];
 	__le64 value;
-} __attribute__((packed));
+} __packed;
 _Static_assert(sizeof(struct virtio_spe_ctrl_req) == 24, "virtio_spe_ctrl_req layout");
 
 struct virtio_spe_ctrl_resp {
@@ -65,7 +65,7 @@ struct virtio_spe_ctrl_resp {
 	__u8 pmbirq;
 	__u8 reserved0[6];
 	__le64 value;
-} __attribute__((packed));
+} __packed;
 _Static_assert(sizeof(struct virtio_spe_ctrl_resp) == 16, "virtio_spe_ctrl_resp layout");
 
 struct virtio_spe_event {
@@ -75,7 +75,7 @@ struct virtio_spe_event {
 	__u8 reserved0[2];
 	__le64 pmbsr;
 	__le64 data;
-} __attribute__((packed));
+} __packed;
 _Static_assert(sizeof(struct virtio_spe_event) == 24, "virtio_spe_event layout");
 
 #endif /* VIRTIO_SPE_H */

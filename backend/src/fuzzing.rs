@@ -130,7 +130,10 @@ pub fn ring_consumer(data: &[u8]) {
                 spu.sample(&op, &mem);
             }
         });
+        // Whatever count the other side claims must cost bounded time.
+        spu.skip_operations(consumer.take_counted(v));
         consumer.publish_irq(v, spu.pmbirq(), spu.pmbsr());
+        consumer.publish_state(v, &spu.sampling_state());
     }
 }
 

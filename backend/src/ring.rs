@@ -1,7 +1,7 @@
 //! The shared sampled-operation ring of the QEMU control channel
 //! ([`spe_protocol::channel::ring`]): the backend's consumer side, the IRQ
-//! area it publishes PMBIRQ levels in, and a producer (QEMU's side) for
-//! tests, benchmarks and tools.
+//! area it publishes PMBIRQ levels and sampling state in, and a producer
+//! (QEMU's side) for tests, benchmarks and tools.
 //!
 //! The memory is shared with another process that may write anything at
 //! any time, so every index read from it is checked and every slot is
@@ -10,10 +10,11 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use spe_protocol::channel::ring::{
-    Layout, CONSUMER_OFFSET, HEADER_SIZE, IRQ_ENTRY_SIZE, PRODUCER_OFFSET, SLOT_SIZE,
+    Layout, SamplingState, CONSUMER_OFFSET, HEADER_SIZE, IRQ_ENTRY_SIZE, IRQ_LEVEL, IRQ_PMBSR,
+    IRQ_SEQ, IRQ_STATE, IRQ_STATE_SEQ, OPS_COUNTED_OFFSET, PRODUCER_OFFSET, SLOT_SIZE,
 };
 use spe_protocol::op::{OpDecodeError, SampledOp};
 
@@ -171,6 +172,9 @@ pub struct Consumer {
     /// Our consumer indices; the shared copies are only ever written.
     tails: Vec<u64>,
     seqs: Vec<u64>,
+    state_seqs: Vec<u64>,
+    /// `ops_counted` as last taken, per vCPU.
+    counted: Vec<u64>,
 }
 
 impl Consumer {
@@ -189,14 +193,34 @@ impl Consumer {
                     .load(Ordering::Acquire)
             })
             .collect();
-        let seqs = (0..layout.vcpus)
-            .map(|v| map.u64_at(layout.irq_entry(v) + 16).load(Ordering::Relaxed))
+        let load = |off: usize| -> Vec<u64> {
+            (0..layout.vcpus)
+                .map(|v| {
+                    map.u64_at(off + layout.irq_entry(v))
+                        .load(Ordering::Relaxed)
+                })
+                .collect()
+        };
+        let seqs = load(IRQ_SEQ);
+        // Rounded up to even: a writer that died mid-update left it odd.
+        let state_seqs = load(IRQ_STATE_SEQ)
+            .into_iter()
+            .map(|s| s.wrapping_add(s & 1))
+            .collect();
+        // What a previous session counted was applied by it, not by us.
+        let counted = (0..layout.vcpus)
+            .map(|v| {
+                map.u64_at(layout.ring(v) + OPS_COUNTED_OFFSET)
+                    .load(Ordering::Acquire)
+            })
             .collect();
         Ok(Consumer {
             map,
             layout,
             tails,
             seqs,
+            state_seqs,
+            counted,
         })
     }
 
@@ -249,18 +273,66 @@ impl Consumer {
         Ok(avail)
     }
 
+    /// Operations QEMU counted on `vcpu` since the last call (its
+    /// `ops_counted` is cumulative and wraps).
+    pub fn take_counted(&mut self, vcpu: u32) -> u64 {
+        let now = self
+            .map
+            .u64_at(self.layout.ring(vcpu) + OPS_COUNTED_OFFSET)
+            .load(Ordering::Acquire);
+        let n = now.wrapping_sub(self.counted[vcpu as usize]);
+        self.counted[vcpu as usize] = now;
+        n
+    }
+
     /// Writes `vcpu`'s IRQ entry: level and PMBSR, then the bumped sequence
     /// number (release), so a reader that sees the new seq sees the rest.
     pub fn publish_irq(&mut self, vcpu: u32, level: bool, pmbsr: u64) {
         let e = self.layout.irq_entry(vcpu);
         self.map
-            .u32_at(e)
+            .u32_at(e + IRQ_LEVEL)
             .store(u32::from(level), Ordering::Relaxed);
-        self.map.u64_at(e + 8).store(pmbsr, Ordering::Relaxed);
+        self.map
+            .u64_at(e + IRQ_PMBSR)
+            .store(pmbsr, Ordering::Relaxed);
         let seq = self.seqs[vcpu as usize].wrapping_add(1);
         self.seqs[vcpu as usize] = seq;
-        self.map.u64_at(e + 16).store(seq, Ordering::Release);
+        self.map.u64_at(e + IRQ_SEQ).store(seq, Ordering::Release);
     }
+
+    /// Writes `vcpu`'s sampling state under its seqlock: `state_seq` odd,
+    /// the state, `state_seq` even again (release).
+    pub fn publish_state(&mut self, vcpu: u32, state: &SamplingState) {
+        let e = self.layout.irq_entry(vcpu);
+        let seq = &self.map.u64_at(e + IRQ_STATE_SEQ);
+        let s = self.state_seqs[vcpu as usize];
+        seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        // The odd seq is visible before any byte of the new state.
+        fence(Ordering::Release);
+        let [a, b] = state_words(state);
+        self.map.u64_at(e + IRQ_STATE).store(a, Ordering::Relaxed);
+        self.map
+            .u64_at(e + IRQ_STATE + 8)
+            .store(b, Ordering::Relaxed);
+        let s = s.wrapping_add(2);
+        self.state_seqs[vcpu as usize] = s;
+        seq.store(s, Ordering::Release);
+    }
+}
+
+/// The state's 16 bytes as two u64 words (the fields are stored with
+/// atomics, as the reader on the other side loads them).
+fn state_words(state: &SamplingState) -> [u64; 2] {
+    let b = state.to_bytes();
+    let w = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+    [w(0), w(8)]
+}
+
+fn state_from_words(a: u64, b: u64) -> SamplingState {
+    let mut bytes = [0u8; SamplingState::SIZE];
+    bytes[..8].copy_from_slice(&a.to_le_bytes());
+    bytes[8..].copy_from_slice(&b.to_le_bytes());
+    SamplingState::from_bytes(&bytes)
 }
 
 /// QEMU's side of the ring: creates the memory, produces operations, reads
@@ -270,6 +342,7 @@ pub struct Producer {
     map: Mapping,
     layout: Layout,
     heads: Vec<u64>,
+    counted: Vec<u64>,
 }
 
 impl Producer {
@@ -290,7 +363,18 @@ impl Producer {
                     .load(Ordering::Acquire)
             })
             .collect();
-        Ok(Producer { map, layout, heads })
+        let counted = (0..layout.vcpus)
+            .map(|v| {
+                map.u64_at(layout.ring(v) + OPS_COUNTED_OFFSET)
+                    .load(Ordering::Relaxed)
+            })
+            .collect();
+        Ok(Producer {
+            map,
+            layout,
+            heads,
+            counted,
+        })
     }
 
     /// Free slots in `vcpu`'s ring.
@@ -344,19 +428,50 @@ impl Producer {
         self.set_head(vcpu, head);
     }
 
+    /// Hands back `n` operations counted on `vcpu` (adds to its
+    /// cumulative `ops_counted`, release).
+    pub fn count(&mut self, vcpu: u32, n: u64) {
+        let c = self.counted[vcpu as usize].wrapping_add(n);
+        self.counted[vcpu as usize] = c;
+        self.map
+            .u64_at(self.layout.ring(vcpu) + OPS_COUNTED_OFFSET)
+            .store(c, Ordering::Release);
+    }
+
     /// `vcpu`'s IRQ entry, as QEMU's main loop reads it.
     pub fn irq(&self, vcpu: u32) -> IrqEntry {
         let e = self.layout.irq_entry(vcpu);
-        let seq = self.map.u64_at(e + 16).load(Ordering::Acquire);
+        let seq = self.map.u64_at(e + IRQ_SEQ).load(Ordering::Acquire);
         IrqEntry {
-            level: self.map.u32_at(e).load(Ordering::Relaxed) != 0,
-            pmbsr: self.map.u64_at(e + 8).load(Ordering::Relaxed),
+            level: self.map.u32_at(e + IRQ_LEVEL).load(Ordering::Relaxed) != 0,
+            pmbsr: self.map.u64_at(e + IRQ_PMBSR).load(Ordering::Relaxed),
             seq,
+        }
+    }
+
+    /// `vcpu`'s sampling state and its (even) `state_seq`, read under the
+    /// seqlock as a vCPU thread would.
+    pub fn sampling_state(&self, vcpu: u32) -> (u64, SamplingState) {
+        let e = self.layout.irq_entry(vcpu);
+        let seq = self.map.u64_at(e + IRQ_STATE_SEQ);
+        loop {
+            let s1 = seq.load(Ordering::Acquire);
+            if s1 & 1 != 0 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let a = self.map.u64_at(e + IRQ_STATE).load(Ordering::Relaxed);
+            let b = self.map.u64_at(e + IRQ_STATE + 8).load(Ordering::Relaxed);
+            // The state loads complete before seq is checked again.
+            fence(Ordering::Acquire);
+            if seq.load(Ordering::Relaxed) == s1 {
+                return (s1, state_from_words(a, b));
+            }
         }
     }
 }
 
-const _: () = assert!(IRQ_ENTRY_SIZE >= 24);
+const _: () = assert!(IRQ_ENTRY_SIZE >= IRQ_STATE + SamplingState::SIZE);
 
 #[cfg(test)]
 mod tests {
@@ -450,5 +565,81 @@ mod tests {
             }
         );
         assert_eq!(p.irq(0), IrqEntry::default());
+        // The state lives beside the IRQ fields and does not bump seq.
+        c.publish_state(
+            1,
+            &SamplingState {
+                interval: 256,
+                enabled_els: 0b11,
+                ..Default::default()
+            },
+        );
+        assert_eq!(p.irq(1).seq, 1);
+        assert!(p.irq(1).level);
+    }
+
+    #[test]
+    fn sampling_state_seqlock_and_counted() {
+        let (file, mut p) = Producer::create(layout()).unwrap();
+        let mut c = Consumer::new(&file, layout()).unwrap();
+        assert_eq!(p.sampling_state(0), (0, SamplingState::default()));
+        let st = SamplingState {
+            interval: 0xFFFF_FF00,
+            pmsicr_count: 0x8000_0001,
+            enabled_els: 0b101,
+            flags: 3,
+            pmsicr_ecount: 0xAB,
+        };
+        c.publish_state(0, &st);
+        assert_eq!(p.sampling_state(0), (2, st));
+        assert_eq!(p.sampling_state(1).0, 0);
+        // ops_counted is cumulative on the wire and a delta to the reader,
+        // across wrap-around.
+        assert_eq!(c.take_counted(0), 0);
+        p.count(0, u64::MAX - 5);
+        assert_eq!(c.take_counted(0), u64::MAX - 5);
+        p.count(0, 10);
+        p.count(0, 7);
+        assert_eq!(c.take_counted(0), 17);
+        assert_eq!(c.take_counted(1), 0);
+        // A new consumer of the same memory does not apply old counts.
+        let mut c2 = Consumer::new(&file, layout()).unwrap();
+        assert_eq!(c2.take_counted(0), 0);
+        c2.publish_state(0, &SamplingState::default());
+        assert_eq!(p.sampling_state(0), (4, SamplingState::default()));
+    }
+
+    #[test]
+    fn seqlock_reader_never_sees_a_torn_state() {
+        let (file, p) = Producer::create(layout()).unwrap();
+        let mut c = Consumer::new(&file, layout()).unwrap();
+        // Every published state has count == !interval: a torn read would
+        // mix two of them.
+        let writer = std::thread::spawn(move || {
+            for i in 0..200_000u32 {
+                c.publish_state(
+                    1,
+                    &SamplingState {
+                        interval: i,
+                        pmsicr_count: !i,
+                        enabled_els: i as u8,
+                        ..Default::default()
+                    },
+                );
+            }
+        });
+        let mut last = 0;
+        while !writer.is_finished() {
+            let (seq, s) = p.sampling_state(1);
+            assert_eq!(seq & 1, 0);
+            assert!(seq >= last);
+            last = seq;
+            if seq != 0 {
+                assert_eq!(s.pmsicr_count, !s.interval, "{s:?}");
+                assert_eq!(s.enabled_els, s.interval as u8);
+            }
+        }
+        writer.join().unwrap();
+        assert_eq!(p.sampling_state(1).1.interval, 199_999);
     }
 }

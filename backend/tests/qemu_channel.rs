@@ -11,7 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use spe_protocol::channel::{
-    ring::Layout, Header, Hello, MemRegion, MsgType, Status, SysregAccess, ALL_VCPUS, VERSION,
+    feature,
+    ring::{self, Layout},
+    Header, Hello, MemRegion, MsgType, Status, SysregAccess, ALL_VCPUS, VERSION,
 };
 use spe_protocol::op::{OpClass, SampledOp};
 use spe_protocol::packet::{self, events, AddressIndex, Packet};
@@ -300,6 +302,79 @@ fn records_land_in_guest_memory_and_pmbirq_is_reported_both_ways() {
     assert!(r.pmbirq && pmbsr_filled(r.value));
     // ALL_VCPUS SYNC reports no single level.
     assert!(!c.sync(ALL_VCPUS).unwrap().pmbirq);
+}
+
+/// A vCPU thread's view of its sampling state after a reply.
+fn state(ring: &QemuRing, v: u32) -> ring::SamplingState {
+    ring.producer.sampling_state(v).1
+}
+
+#[test]
+fn sampling_state_is_published_and_counted_operations_move_pmsicr() {
+    let h = server("state", Features::default());
+    let guest = Guest::new();
+    let mut c = Client::connect(h.path()).unwrap();
+    assert_ne!(c.hello(2).unwrap().features & feature::SAMPLING_STATE, 0);
+    drop(c);
+    let (mut c, mut ring) = connect(h.path(), 2, &guest);
+    assert_eq!(state(&ring, 1), ring::SamplingState::default());
+
+    // Programming vCPU 1 publishes its state by the time each reply
+    // arrives, and the vCPU's own requests do not signal the IRQ eventfd.
+    let limit = BUF_VA + BUF_PAGES * 4096;
+    program(&mut c, 1, &guest, BUF_VA, limit);
+    let s = state(&ring, 1);
+    assert_eq!((s.enabled_els, s.interval, s.pmsicr_count), (0b011, 256, 0));
+    assert_eq!(state(&ring, 0).enabled_els, 0);
+    assert!(!ring.wait_irq(Duration::from_millis(200)));
+
+    // QEMU counts 2000 operations from COUNT 0 at INTERVAL 256; its counter
+    // selected operations 256, 513, ... (as the pseudocode's would) and
+    // published those. A PMSICR read right after sees where counting left
+    // it, and the records are the selected operations.
+    let selected: Vec<_> = [256, 513, 770, 1027, 1284, 1541, 1798]
+        .into_iter()
+        .map(load)
+        .collect();
+    assert_eq!(ring.producer.push(1, &selected), 7);
+    ring.producer.count(1, 2000);
+    let r = c.read(1, SysReg::PmsicrEl1).unwrap();
+    assert_eq!(PMSICR_EL1::COUNT.get(r.value), 56);
+    assert_eq!(state(&ring, 1).pmsicr_count, 56);
+    let want: Vec<u64> = selected.iter().map(|o| o.pc).collect();
+    assert_eq!(pcs(&buffer_bytes(&guest, 0)), want);
+
+    // A guest write of PMSICR is what QEMU reloads from after the reply;
+    // counts handed back before a SYNC are applied by it.
+    c.write(1, SysReg::PmsicrEl1, 1000).unwrap();
+    assert_eq!(state(&ring, 1).pmsicr_count, 1000);
+    ring.producer.count(1, 10);
+    assert_eq!(c.sync(1).unwrap().status, Status::OK);
+    assert_eq!(state(&ring, 1).pmsicr_count, 990);
+    assert_eq!(state(&ring, 0).pmsicr_count, 0);
+
+    // A buffer that fills in a doorbell drain stops profiling: QEMU hears
+    // of it on the IRQ path and stops counting.
+    let ops: Vec<_> = (0..1000).map(load).collect();
+    ring.producer.push(1, &ops);
+    ring.doorbell.write(1).unwrap();
+    assert!(ring.wait_irq(Duration::from_secs(5)));
+    assert_eq!(state(&ring, 1).enabled_els, 0);
+    c.write(1, SysReg::PmbsrEl1, 0).unwrap();
+    assert_eq!(state(&ring, 1).enabled_els, 0b011);
+    // The PMBIRQ drop signals, as before.
+    assert!(ring.wait_irq(Duration::from_secs(5)));
+
+    // An ALL_VCPUS request (from QEMU's main loop) that changes the ELs
+    // signals even without a PMBIRQ change.
+    let seq = ring.producer.sampling_state(1).0;
+    let irq_seq = ring.producer.irq(1).seq;
+    assert_eq!(c.reset(ALL_VCPUS).unwrap().status, Status::OK);
+    assert!(ring.wait_irq(Duration::from_secs(5)));
+    let (new_seq, s) = ring.producer.sampling_state(1);
+    assert!(new_seq > seq && new_seq % 2 == 0);
+    assert_eq!(s, ring::SamplingState::default());
+    assert_eq!(ring.producer.irq(1).seq, irq_seq, "no PMBIRQ change");
 }
 
 #[test]

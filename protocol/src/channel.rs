@@ -213,6 +213,9 @@ pub mod feature {
     pub const PMU_ICNTR: u64 = 1 << 1;
     pub const SPE_EXC: u64 = 1 << 2;
     pub const SPE_NVM: u64 = 1 << 3;
+    /// The IRQ entries carry [`super::ring::SamplingState`] and the
+    /// backend applies `ops_counted` (see [`super::ring`]).
+    pub const SAMPLING_STATE: u64 = 1 << 4;
 }
 
 /// HELLO reply: version u32, status u32, features u64, pmsver u32, pmss
@@ -550,11 +553,15 @@ impl Status {
 /// ```text
 /// 0                 RingHeader (64 bytes): magic "SPER", version, num_vcpus,
 ///                   slots, slot_size, irq_offset, ring_offset
-/// irq_offset        per vCPU, 64 bytes: level u32, reserved u32, pmbsr u64,
-///                   seq u64 (the backend bumps seq after each change)
-/// ring_offset       per vCPU: producer index u64 at +0 (QEMU writes),
-///                   consumer index u64 at +64 (backend writes), then
-///                   `slots` slots of SLOT_SIZE bytes at +128
+/// irq_offset        per vCPU, 64 bytes (IRQ entry, the backend writes):
+///                   +0 level u32, +4 reserved u32, +8 pmbsr u64,
+///                   +16 seq u64 (bumped after each PMBIRQ change),
+///                   +24 state_seq u64, +32 sampling state (16 bytes,
+///                   [`ring::SamplingState`]), +48 reserved
+/// ring_offset       per vCPU: producer index u64 at +0 and ops_counted
+///                   u64 at +8 (QEMU writes), consumer index u64 at +64
+///                   (backend writes), then `slots` slots of SLOT_SIZE
+///                   bytes at +128
 /// ```
 ///
 /// Each vCPU's ring has one producer (that vCPU's thread) and one consumer
@@ -571,6 +578,42 @@ impl Status {
 /// layout. Every per-vCPU request drains that vCPU's ring before it takes
 /// effect (operations published before a register access happened before
 /// it); ALL_VCPUS requests and SET_MEM_TABLE/SET_RING drain every ring.
+///
+/// # Sampling state and counted operations
+///
+/// With [`feature::SAMPLING_STATE`], the backend also publishes in each IRQ
+/// entry what a sampled-operation source in QEMU needs to count operations
+/// itself (so that its translator can emit no counting code at all where
+/// sampling is off): [`ring::SamplingState`], the ELs at which
+/// `StatisticalProfilingEnabled()` holds in the PE's current Security
+/// state, PMSIRR's interval and RND, and PMSICR's COUNT and ECOUNT. It is
+/// rewritten after every request and every drain in which it changed, as
+/// a seqlock: `state_seq` is made odd, the 16 bytes are written, then
+/// `state_seq` is made even with release ordering. A reader loads
+/// `state_seq` (acquire), retries while it is odd, copies the 16 bytes,
+/// and retries if `state_seq` changed meanwhile. The backend signals the
+/// IRQ eventfd when `enabled_els` changed other than in the reply to that
+/// vCPU's own request (a buffer filling in a doorbell drain stops
+/// profiling), as it does for PMBIRQ; `seq` is not bumped for it, so a
+/// reader that only knows PMBIRQ sees nothing new.
+///
+/// QEMU hands back what it counted through `ops_counted`: the total number
+/// of operations its interval counter has counted on that vCPU (every
+/// operation executed where sampling was enabled, selected or not), a
+/// wrapping u64 stored with release ordering before the producer index
+/// and before any request for that vCPU. Each drain applies the operations
+/// counted since the previous one to PMSICR as that many
+/// `SPEToCollectSample()` calls would (their selections are the slots
+/// QEMU published), so a PMSICR read or a context switch sees the count
+/// the guest's execution left. After the reply to each of its requests for
+/// a vCPU, QEMU reloads its counter from `pmsicr_count`: it has handed
+/// back everything it counted before the request, and the request may
+/// have written PMSICR. It must not reload on an asynchronous change,
+/// which would count again what it counted since its last hand-back.
+/// A cumulative field in shared memory rather than a message: it costs no
+/// round trip, cannot be lost or reordered against the slots, and a QEMU
+/// that never writes it leaves it zero, which the backend reads as
+/// nothing counted.
 pub mod ring {
     use crate::op::SampledOp;
 
@@ -579,11 +622,79 @@ pub mod ring {
     pub const IRQ_ENTRY_SIZE: usize = 64;
     pub const CONTROL_SIZE: usize = 128;
     pub const PRODUCER_OFFSET: usize = 0;
+    /// Operations QEMU's interval counter counted (u64, QEMU writes).
+    pub const OPS_COUNTED_OFFSET: usize = 8;
     pub const CONSUMER_OFFSET: usize = 64;
+    /// Offsets in an IRQ entry.
+    pub const IRQ_LEVEL: usize = 0;
+    pub const IRQ_PMBSR: usize = 8;
+    pub const IRQ_SEQ: usize = 16;
+    pub const IRQ_STATE_SEQ: usize = 24;
+    pub const IRQ_STATE: usize = 32;
     /// A [`SampledOp`] padded to a multiple of 8.
     pub const SLOT_SIZE: usize = 96;
     const _: () = assert!(SampledOp::WIRE_SIZE <= SLOT_SIZE);
     pub const DEFAULT_SLOTS: u32 = 4096;
+
+    /// Bits of [`SamplingState::flags`].
+    pub mod flags {
+        /// PMSIRR_EL1.RND.
+        pub const RND: u8 = 1 << 0;
+        /// RND with FEAT_SPE_ERnd: COUNT reloads without a random low
+        /// byte, and a selection is delayed by a random ECOUNT instead.
+        pub const ERND: u8 = 1 << 1;
+    }
+
+    /// What a sampled-operation source needs to count one vCPU's
+    /// operations itself, 16 bytes at [`IRQ_STATE`]: interval u32,
+    /// pmsicr_count u32, enabled_els u8, flags u8, pmsicr_ecount u8,
+    /// reserved[5].
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct SamplingState {
+        /// PMSIRR_EL1.INTERVAL << 8: the operations COUNT reloads to.
+        pub interval: u32,
+        /// PMSICR_EL1.COUNT.
+        pub pmsicr_count: u32,
+        /// Bit n set: `StatisticalProfilingEnabled(ELn)` holds in the PE's
+        /// current Security state (bit 3 is never set).
+        pub enabled_els: u8,
+        /// [`flags`].
+        pub flags: u8,
+        /// PMSICR_EL1.ECOUNT.
+        pub pmsicr_ecount: u8,
+    }
+
+    impl SamplingState {
+        pub const SIZE: usize = 16;
+
+        /// Whether operations at `el` (0-3) are counted.
+        pub fn enabled_at(&self, el: u8) -> bool {
+            el < 8 && self.enabled_els >> el & 1 != 0
+        }
+
+        pub fn to_bytes(&self) -> [u8; Self::SIZE] {
+            let mut b = [0u8; Self::SIZE];
+            b[0..4].copy_from_slice(&self.interval.to_le_bytes());
+            b[4..8].copy_from_slice(&self.pmsicr_count.to_le_bytes());
+            b[8] = self.enabled_els;
+            b[9] = self.flags;
+            b[10] = self.pmsicr_ecount;
+            b
+        }
+
+        /// Any 16 bytes parse: the reserved bytes are ignored.
+        pub fn from_bytes(b: &[u8; Self::SIZE]) -> SamplingState {
+            SamplingState {
+                interval: u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                pmsicr_count: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+                enabled_els: b[8],
+                flags: b[9],
+                pmsicr_ecount: b[10],
+            }
+        }
+    }
+
+    const _: () = assert!(IRQ_STATE + SamplingState::SIZE <= IRQ_ENTRY_SIZE);
 
     /// Where each part of a ring of `vcpus` × `slots` lives.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -747,6 +858,33 @@ mod tests {
         assert_eq!(l.ring(1), 192 + 128 + 16 * 96);
         assert_eq!(l.size(), 192 + 2 * (128 + 16 * 96));
         assert_eq!(&l.header()[..4], b"SPER");
+    }
+
+    #[test]
+    fn sampling_state_layout() {
+        let s = ring::SamplingState {
+            interval: 1024,
+            pmsicr_count: 0x0102_0304,
+            enabled_els: 0b011,
+            flags: ring::flags::RND,
+            pmsicr_ecount: 9,
+        };
+        let b = s.to_bytes();
+        assert_eq!(
+            b,
+            [0, 4, 0, 0, 4, 3, 2, 1, 0b011, 1, 9, 0, 0, 0, 0, 0],
+            "little-endian, in field order"
+        );
+        assert_eq!(ring::SamplingState::from_bytes(&b), s);
+        assert!(s.enabled_at(0) && s.enabled_at(1) && !s.enabled_at(2));
+        assert!(!s.enabled_at(200));
+        // The new fields live in what version 1 left reserved, after the
+        // IRQ entry's seq and the producer index: old peers are unaffected.
+        assert_eq!(
+            (ring::IRQ_SEQ, ring::IRQ_STATE_SEQ, ring::IRQ_STATE),
+            (16, 24, 32)
+        );
+        assert_eq!((ring::PRODUCER_OFFSET, ring::OPS_COUNTED_OFFSET), (0, 8));
     }
 
     proptest! {

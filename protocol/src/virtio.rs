@@ -403,7 +403,7 @@ fn c_struct(out: &mut String, name: &str, size: usize, fields: &[(&str, &str, us
     if size > at {
         let _ = writeln!(out, "\t__u8 reserved{pad}[{}];", size - at);
     }
-    let _ = writeln!(out, "}} __attribute__((packed));");
+    let _ = writeln!(out, "}} __packed;");
     let _ = writeln!(
         out,
         "_Static_assert(sizeof(struct {name}) == {size}, \"{name} layout\");\n"

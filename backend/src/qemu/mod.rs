@@ -24,8 +24,10 @@ use std::time::Duration;
 use event_manager::{EventManager, EventOps, EventSet, Events, MutEventSubscriber, SubscriberOps};
 use log::{debug, error, info, warn};
 use spe_protocol::channel::{
-    self, feature, ring::Layout, ChannelError, Header, Hello, HelloReply, MemTable, MsgType,
-    RingSetup, Status, SysregAccess, SysregReply, ALL_VCPUS, MAX_PAYLOAD, MAX_REGIONS,
+    self, feature,
+    ring::{Layout, SamplingState},
+    ChannelError, Header, Hello, HelloReply, MemTable, MsgType, RingSetup, Status, SysregAccess,
+    SysregReply, ALL_VCPUS, MAX_PAYLOAD, MAX_REGIONS,
 };
 use spe_protocol::regs::SysReg;
 use vm_memory::{
@@ -224,6 +226,8 @@ struct Ring {
     irq: EventFd,
     /// The PMBIRQ level last written to each IRQ entry.
     published: Vec<bool>,
+    /// The sampling state last written to each IRQ entry.
+    states: Vec<SamplingState>,
 }
 
 impl Vm {
@@ -259,6 +263,12 @@ impl Vm {
                     Err(_) => bad += 1,
                 })
                 .map_err(|e| protocol(e.to_string()))?;
+            // QEMU's selections were the slots above; the operations it
+            // counted move PMSICR on as the guest's execution did.
+            let counted = ring.consumer.take_counted(v);
+            if counted > 0 {
+                spu.skip_operations(counted);
+            }
         }
         if bad > 0 {
             if self.bad_slots == 0 {
@@ -269,24 +279,43 @@ impl Vm {
         Ok(())
     }
 
-    /// Publishes every PMBIRQ level that changed since it was last
-    /// published, and signals QEMU once if any did.
-    fn publish_irqs(&mut self) {
+    /// Publishes the PMBIRQ level and sampling state of `vcpu` (or every
+    /// vCPU) where they changed since last published, and signals QEMU
+    /// once if a level changed, or if the ELs that sample changed other
+    /// than in the reply to `requester`'s own request (which QEMU reads
+    /// the state after).
+    fn publish(&mut self, vcpu: u32, requester: Option<u32>) {
         let Some(ring) = self.ring.as_mut() else {
             return;
         };
-        let mut changed = false;
-        for (v, spu) in self.spus.iter().enumerate() {
+        let range = if vcpu == ALL_VCPUS {
+            0..self.spus.len()
+        } else {
+            vcpu as usize..vcpu as usize + 1
+        };
+        let mut signal = false;
+        for v in range {
+            let spu = &self.spus[v];
             let level = spu.pmbirq();
             if level != ring.published[v] {
                 ring.consumer.publish_irq(v as u32, level, spu.pmbsr());
                 ring.published[v] = level;
-                changed = true;
+                signal = true;
                 debug!("vCPU {v} PMBIRQ {}", u8::from(level));
+            }
+            let state = spu.sampling_state();
+            let old = ring.states[v];
+            if state != old {
+                ring.consumer.publish_state(v as u32, &state);
+                ring.states[v] = state;
+                if state.enabled_els != old.enabled_els {
+                    debug!("vCPU {v} samples at ELs {:#05b}", state.enabled_els);
+                    signal |= requester != Some(v as u32);
+                }
             }
         }
         // An eventfd write only blocks at a counter of 2^64-2: never here.
-        if changed {
+        if signal {
             if let Err(e) = ring.irq.write(1) {
                 error!("cannot signal the IRQ eventfd: {e}");
             }
@@ -451,7 +480,7 @@ impl Server {
             }
             let req = SysregAccess::from_bytes(payload)?;
             let reply = sysreg(vm, h.vcpu, &req)?;
-            vm.publish_irqs();
+            vm.publish(h.vcpu, Some(h.vcpu));
             return send(&conn.stream, &h, &reply.to_bytes());
         }
 
@@ -541,7 +570,11 @@ impl Server {
                 MsgType::Hello | MsgType::Sysreg => unreachable!("handled above"),
             }
         };
-        vm.publish_irqs();
+        // ALL_VCPUS requests come from QEMU's main loop, not a vCPU that
+        // reads its state after the reply: they signal.
+        if vcpu_ok {
+            vm.publish(h.vcpu, (h.vcpu != ALL_VCPUS).then_some(h.vcpu));
+        }
         let pmbirq = status == Status::OK
             && h.vcpu != ALL_VCPUS
             && vm.spus.get(h.vcpu as usize).is_some_and(Spu::pmbirq);
@@ -589,6 +622,7 @@ fn hello_reply(cfg: &Config, hello: &Hello) -> (HelloReply, Option<Vm>) {
         (f.pmu_icntr, feature::PMU_ICNTR),
         (f.spe_exc, feature::SPE_EXC),
         (f.spe_nvm, feature::SPE_NVM),
+        (true, feature::SAMPLING_STATE),
     ] {
         if on {
             features |= bit;
@@ -627,7 +661,7 @@ impl Server {
             let _ = ring.doorbell.read();
         }
         vm.drain(ALL_VCPUS)?;
-        vm.publish_irqs();
+        vm.publish(ALL_VCPUS, None);
         Ok(())
     }
 
@@ -641,7 +675,7 @@ impl Server {
         } else {
             let _ = self.timer.wait();
         }
-        vm.publish_irqs();
+        vm.publish(ALL_VCPUS, None);
     }
 }
 
@@ -794,6 +828,8 @@ fn make_ring(setup: &RingSetup, layout: Layout, fds: Vec<File>) -> Result<Ring, 
         doorbell,
         irq,
         published: vec![false; layout.vcpus as usize],
+        // The memfd starts zeroed: what a zeroed entry says.
+        states: vec![SamplingState::default(); layout.vcpus as usize],
     })
 }
 

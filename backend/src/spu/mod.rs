@@ -233,6 +233,9 @@ pub struct SpuRegs {
 pub struct SpuStats {
     /// Operations selected by the interval counter.
     pub samples: u64,
+    /// Operations a front end counted itself and handed back
+    /// ([`Spu::skip_operations`]).
+    pub counted: u64,
     /// Records rejected by the filters.
     pub filtered: u64,
     /// Records written to the Profiling Buffer.

@@ -5,6 +5,7 @@
 use super::enable::TimeStamp;
 use super::unpredictable as cu;
 use super::{SampleOutcome, Spu};
+use spe_protocol::channel::ring::{flags, SamplingState};
 use spe_protocol::op::{OpClass, SampledOp};
 use spe_protocol::packet::{self, events, AddressIndex, CounterIndex, OpType, Packet, PayloadLen};
 use spe_protocol::regs::*;
@@ -82,6 +83,102 @@ impl Spu {
             }
         }
         false
+    }
+
+    /// Advances the interval counter by `n` operations as `n` calls of
+    /// `SPEToCollectSample()` would, discarding their selections: a front
+    /// end that counts operations itself hands them back here (the ones it
+    /// selected reach [`Spu::sample`]). Returns how many of the `n` the
+    /// counter selected. The cost is a few steps per reload, not per
+    /// operation. Exact (same PMSICR, same random stream) without RND or
+    /// for `n` up to [`Spu::SKIP_EXACT`]; beyond that, with RND, whole
+    /// periods are skipped at their mean length without drawing their
+    /// random values, which no one can observe, so that a count handed
+    /// back by QEMU (any u64) costs bounded time.
+    pub fn skip_operations(&mut self, mut n: u64) -> u64 {
+        self.stats.counted = self.stats.counted.wrapping_add(n);
+        let mut selected = 0;
+        let rnd = PMSIRR_EL1::RND.is_set(self.regs.pmsirr);
+        let ernd = rnd && self.features.spe_ernd();
+        let reload = PMSIRR_EL1::INTERVAL.get(self.regs.pmsirr) << 8;
+        while n > 0 {
+            let count = PMSICR_EL1::COUNT.get(self.regs.pmsicr);
+            let ecount = PMSICR_EL1::ECOUNT.get(self.regs.pmsicr);
+            let ecount_pending = ernd && ecount != 0;
+            if count > 1 && (!ecount_pending || ecount > 1) {
+                // Decrements that do not reach zero, of COUNT and, when a
+                // selection is being delayed, of ECOUNT.
+                let mut k = n.min(count - 1);
+                if ecount_pending {
+                    k = k.min(ecount - 1);
+                    let e = ecount - k;
+                    self.regs.pmsicr = PMSICR_EL1::ECOUNT.set(self.regs.pmsicr, e);
+                }
+                self.regs.pmsicr = PMSICR_EL1::COUNT.set(self.regs.pmsicr, count - k);
+                n -= k;
+                continue;
+            }
+            if count == 0 {
+                let random_reload = rnd && !ernd;
+                if reload == 0 && !random_reload && !ecount_pending {
+                    // COUNT reloads to zero forever: nothing changes.
+                    break;
+                }
+                // From zero, each period is one reload then as many
+                // decrements, the last one selecting.
+                let period = if !rnd {
+                    Some(reload + 1)
+                } else if n > Self::SKIP_EXACT {
+                    Some(reload + 1 + if random_reload { 128 } else { 0 })
+                } else {
+                    None
+                };
+                if let Some(p) = period {
+                    let keep = if rnd { Self::SKIP_EXACT } else { 0 };
+                    let periods = (n - keep) / p;
+                    n -= periods * p;
+                    if reload > 0 || random_reload {
+                        selected += periods;
+                    }
+                    if n == 0 {
+                        break;
+                    }
+                }
+            }
+            // A reload, a decrement to zero, or ECOUNT reaching zero.
+            selected += u64::from(self.spe_to_collect_sample());
+            n -= 1;
+        }
+        selected
+    }
+
+    /// Operations [`Spu::skip_operations`] counts exactly with RND.
+    pub const SKIP_EXACT: u64 = 1 << 20;
+
+    /// What a front end that counts operations itself needs from this
+    /// SPU ([`SamplingState`]).
+    pub fn sampling_state(&self) -> SamplingState {
+        let mut enabled_els = 0;
+        for el in [El::El0, El::El1, El::El2] {
+            if self.statistical_profiling_enabled(el) {
+                enabled_els |= 1 << el as u8;
+            }
+        }
+        let r = &self.regs;
+        let mut f = 0;
+        if PMSIRR_EL1::RND.is_set(r.pmsirr) {
+            f |= flags::RND;
+            if self.features.spe_ernd() {
+                f |= flags::ERND;
+            }
+        }
+        SamplingState {
+            interval: (PMSIRR_EL1::INTERVAL.get(r.pmsirr) << 8) as u32,
+            pmsicr_count: PMSICR_EL1::COUNT.get(r.pmsicr) as u32,
+            enabled_els,
+            flags: f,
+            pmsicr_ecount: PMSICR_EL1::ECOUNT.get(r.pmsicr) as u8,
+        }
     }
 
     /// The Events bits the record carries (`SPECompleteSample()`): the

@@ -153,12 +153,14 @@ fn find_module(dir: &Path, name: &str) -> Option<PathBuf> {
 
 /// Builds the guest initramfs at `out`. `guest_dir` is the repository's
 /// `integration/guest` (init + scenarios); `extra_modules` are our own
-/// modules, placed in lib/modules/<kver>/extra for scenarios to insmod.
+/// modules, placed in lib/modules/<kver>/extra for scenarios to insmod;
+/// `programs` (the guest workloads) go to usr/bin.
 pub fn build(
     guest: &Guest,
     perf: Option<&Path>,
     guest_dir: &Path,
     extra_modules: &[PathBuf],
+    programs: &[PathBuf],
     out: &Path,
 ) -> Result<()> {
     let mut a = Archive::default();
@@ -209,6 +211,13 @@ pub fn build(
         a.add(
             &format!("{kmods}/extra/{name}"),
             Node::File(m.clone(), 0o644),
+        );
+    }
+    for p in programs {
+        let name = p.file_name().context("program path has no file name")?;
+        a.add(
+            &format!("usr/bin/{}", name.to_string_lossy()),
+            Node::File(p.clone(), 0o755),
         );
     }
     if let Some(root) = perf {

@@ -1,11 +1,13 @@
 //! `cargo xtask`: set-up, tests and demo of vhost-device-spe on real Debian
 //! arm64 guests under a patched QEMU. See integration/README.md.
 
+mod bench;
 mod initramfs;
 mod runner;
 mod scenarios;
 mod setup;
 mod util;
+mod workloads;
 
 use anyhow::{bail, Context, Result};
 use runner::{GuestRun, Rig, Verdict};
@@ -22,7 +24,11 @@ const USAGE: &str = "usage: cargo xtask <command>
   demo               setup, then boot a guest with the backend attached
   run [--no-backend] SCENARIO
                      boot one guest scenario script (integration/guest/scenarios)
-  scenarios          list the scenarios of `test`";
+  scenarios          list the scenarios of `test`
+  bench-overhead [--runs N] [--all]
+                     time the guest workload with SPE off, on, and sampling;
+                     print a markdown table (--all: also the configurations
+                     that need QEMU's sampler)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -81,6 +87,20 @@ fn real_main(args: &[String]) -> Result<bool> {
             eprintln!("{:?} in {:.1} s", out.verdict, out.elapsed.as_secs_f64());
             Ok(out.verdict == Verdict::Pass)
         }
+        "bench-overhead" => {
+            let all = rest.iter().any(|a| a == "--all");
+            let runs = match rest.iter().position(|a| a == "--runs") {
+                Some(i) => rest
+                    .get(i + 1)
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .filter(|&n| n > 0)
+                    .context("--runs needs a positive number")?,
+                None => 3,
+            };
+            let paths = Paths::discover()?;
+            let rig = prepare(&paths)?;
+            bench::run(&rig, runs, all)
+        }
         "scenarios" => {
             for s in scenarios::all() {
                 println!("{}", s.name);
@@ -104,12 +124,17 @@ fn prepare(paths: &Paths) -> Result<Rig> {
     std::fs::create_dir_all(&work)?;
     let initrd = work.join(format!("initramfs-{}.cpio", env.guest.kver));
     let modules = guest_modules(paths, &env.guest)?;
+    let programs = workloads::build(
+        &paths.repo.join("integration/guest/workloads"),
+        &work.join("workloads"),
+    )?;
     let t_img = Instant::now();
     initramfs::build(
         &env.guest,
         Some(&env.perf),
         &paths.repo.join("integration/guest"),
         &modules,
+        &programs,
         &initrd,
     )
     .context("building the guest initramfs")?;

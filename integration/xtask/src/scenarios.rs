@@ -68,6 +68,15 @@ pub fn all() -> Vec<Scenario> {
             spe: None,
         },
         Scenario {
+            name: "workload",
+            guest: "workload",
+            backend: false,
+            timeout: Duration::from_secs(180),
+            expect: Expect::Pass(check_workload),
+            kill_backend_when: None,
+            spe: None,
+        },
+        Scenario {
             name: "panic-is-reported",
             guest: "panic",
             backend: false,
@@ -233,6 +242,36 @@ fn num(out: &RunOutput, key: &str) -> Result<u64, String> {
     out.result(key)
         .and_then(|v| v.parse().ok())
         .ok_or_else(|| format!("guest result {key}={:?} is not a number", out.result(key)))
+}
+
+/// What integration/guest/scenarios/workload.sh runs spe-workload for.
+pub const WORKLOAD_ITERATIONS: &str = "1000";
+
+/// The issue-6 workload reported what the proofs match records against:
+/// a page-aligned array with a physical address, and its loops' PCs.
+pub fn check_workload(out: &RunOutput) -> Result<(), String> {
+    let hex = |key: &str| -> Result<u64, String> {
+        let v = out.result(key).ok_or(format!("no {key} result"))?;
+        u64::from_str_radix(v.trim_start_matches("0x"), 16)
+            .map_err(|_| format!("{key}={v} is not a hex address"))
+    };
+    let va = hex("workload_array_va")?;
+    let pa0 = hex("workload_array_pa0")?;
+    let pa1 = hex("workload_array_pa1")?;
+    if va == 0 || va % 4096 != 0 {
+        return Err(format!("array VA {va:#x} is not page-aligned"));
+    }
+    if pa0 == 0 || pa1 == 0 || pa0 % 4096 != 0 || pa1 % 4096 != 0 {
+        return Err(format!("array PAs {pa0:#x} {pa1:#x}: not page addresses"));
+    }
+    let (strided, branchy) = (hex("workload_strided_pc")?, hex("workload_branchy_pc")?);
+    if strided == 0 || branchy == 0 || strided == branchy {
+        return Err(format!("loop PCs {strided:#x} {branchy:#x}"));
+    }
+    match out.result("workload_iterations") {
+        Some(n) if n == WORKLOAD_ITERATIONS => Ok(()),
+        v => Err(format!("{v:?} iterations, want {WORKLOAD_ITERATIONS}")),
+    }
 }
 
 /// perf decoded every record the backend wrote, without decoder errors.
@@ -524,6 +563,30 @@ mod tests {
         assert!(with("sse2_pmccntsvr", "5").is_err());
         assert!(with("sse2_pmsscr", "0x0").is_err());
         assert!(check_pmu_snapshot(&out(Verdict::Pass, &[], "", "")).is_err());
+    }
+
+    #[test]
+    fn workload_needs_addresses_and_iterations() {
+        let s = all().into_iter().find(|s| s.name == "workload").unwrap();
+        let mut results = vec![
+            ("workload_array_va", "0x494000"),
+            ("workload_array_pa0", "0x4a2c000"),
+            ("workload_array_pa1", "0x4a2d000"),
+            ("workload_strided_pc", "0x4006d4"),
+            ("workload_branchy_pc", "0x400708"),
+            ("workload_iterations", "1000"),
+        ];
+        assert_eq!(evaluate(&s, &out(Verdict::Pass, &results, "", "")), Ok(()));
+        results[1].1 = "0x0";
+        let e = evaluate(&s, &out(Verdict::Pass, &results, "", "")).unwrap_err();
+        assert!(e.contains("not page addresses"), "{e}");
+        results[1].1 = "0x4a2c000";
+        results[5].1 = "12";
+        let e = evaluate(&s, &out(Verdict::Pass, &results, "", "")).unwrap_err();
+        assert!(e.contains("want 1000"), "{e}");
+        results.remove(0);
+        let e = evaluate(&s, &out(Verdict::Pass, &results, "", "")).unwrap_err();
+        assert!(e.contains("no workload_array_va"), "{e}");
     }
 
     #[test]

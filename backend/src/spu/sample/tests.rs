@@ -352,3 +352,161 @@ fn disabled_el_is_not_sampled() {
     op.el = El::El1;
     assert!(matches!(spu.sample(&op, &m), SampleOutcome::Written { .. }));
 }
+
+/// `n` calls of the interval counter, one by one: what `skip_operations`
+/// must match.
+fn count_one_by_one(spu: &mut Spu, n: u64) -> u64 {
+    (0..n).map(|_| u64::from(spu.spe_to_collect_sample())).sum()
+}
+
+fn counter_spu(features: Features, pmsirr: u64, pmsicr: u64) -> Spu {
+    let mut spu = Spu::new(features);
+    spu.write_sysreg(SysReg::PmsirrEl1, pmsirr).unwrap();
+    spu.write_sysreg(SysReg::PmsicrEl1, pmsicr).unwrap();
+    spu
+}
+
+mod skip {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+        /// Same selections, same PMSICR (COUNT and ECOUNT) and the same
+        /// random stream afterwards, with and without RND and ERnd, from
+        /// any starting count, in one call or split in two.
+        #[test]
+        fn matches_counting_one_by_one(
+            ernd in any::<bool>(),
+            interval in 0u64..5,
+            rnd in any::<bool>(),
+            count in prop_oneof![0u64..3, 0u64..1300],
+            ecount in prop_oneof![Just(0u64), 0u64..256],
+            n in prop_oneof![0u64..4, 0u64..6000],
+            split in 0u64..6000,
+        ) {
+            let f = if ernd { Features::neoverse_v1() } else { Features::neoverse_n1() };
+            let pmsirr = interval << 8 | u64::from(rnd);
+            let spu = counter_spu(f, pmsirr, ecount << 56 | count);
+            let mut want = spu.clone();
+            let selected = count_one_by_one(&mut want, n);
+            let mut got = spu.clone();
+            prop_assert_eq!(got.skip_operations(n), selected);
+            prop_assert_eq!(got.regs.pmsicr, want.regs.pmsicr);
+            prop_assert_eq!(got.rng, want.rng);
+            let first = split.min(n);
+            let mut halves = spu;
+            let s = halves.skip_operations(first) + halves.skip_operations(n - first);
+            prop_assert_eq!(s, selected);
+            prop_assert_eq!(halves.regs.pmsicr, want.regs.pmsicr);
+        }
+    }
+}
+
+#[test]
+fn skip_matches_the_interval_counter_test() {
+    // The same stream as interval_counter_selects_every_interval: 2000
+    // operations at INTERVAL 1 from COUNT 0 select 7 and leave COUNT 56.
+    let mut spu = counter_spu(Features::default(), 256, 0);
+    assert_eq!(spu.skip_operations(2000), 7);
+    assert_eq!(PMSICR_EL1::COUNT.get(spu.regs().pmsicr), 56);
+}
+
+#[test]
+fn skip_is_per_period_not_per_operation() {
+    // 10^15 operations would take days one by one.
+    let n = 1_000_000_000_000_000u64;
+    let mut spu = counter_spu(Features::default(), 1 << 8, 0);
+    let period = 257;
+    assert_eq!(spu.skip_operations(n), n / period);
+    // n % 257 operations into a period: one reload to 256, then
+    // decrements.
+    let r = n % period;
+    assert_eq!(r, 151);
+    assert_eq!(PMSICR_EL1::COUNT.get(spu.regs().pmsicr), 257 - r);
+    // INTERVAL 0 without RND reloads zero forever and never selects.
+    let mut spu = counter_spu(Features::default(), 0, 0);
+    assert_eq!(spu.skip_operations(n), 0);
+    assert_eq!(spu.regs().pmsicr, 0);
+    // The largest interval from a nonzero count.
+    let mut spu = counter_spu(Features::default(), 0xFFFF_FF00, 5);
+    assert_eq!(spu.skip_operations(n), 1 + (n - 5) / 0xFFFF_FF01);
+}
+
+#[test]
+fn sampling_state_follows_the_registers() {
+    use spe_protocol::channel::ring::flags;
+    let m = mem(8 << 20);
+    let (mut spu, _) = linux_spu(&m, Features::neoverse_v1(), 1);
+    let s = spu.sampling_state();
+    // program(): E0SPE and E1SPE, INTERVAL 1, COUNT 0.
+    assert_eq!(s.enabled_els, 0b011);
+    assert_eq!((s.interval, s.pmsicr_count, s.flags), (256, 0, 0));
+    spu.write_sysreg(SysReg::PmscrEl1, 0b10_0010).unwrap(); // E1SPE only
+    assert_eq!(spu.sampling_state().enabled_els, 0b010);
+    spu.write_sysreg(SysReg::PmsirrEl1, 0x12_3400 | 1).unwrap();
+    spu.write_sysreg(SysReg::PmsicrEl1, 7 << 56 | 99).unwrap();
+    let s = spu.sampling_state();
+    assert_eq!(s.interval, 0x12_3400);
+    assert_eq!((s.pmsicr_count, s.pmsicr_ecount), (99, 7));
+    // Neoverse V1 has ERnd.
+    assert_eq!(s.flags, flags::RND | flags::ERND);
+    // A stopped buffer (PMBSR.S) disables profiling at every EL.
+    spu.write_sysreg(SysReg::PmbsrEl1, 1 << 17).unwrap();
+    assert_eq!(spu.sampling_state().enabled_els, 0);
+    spu.write_sysreg(SysReg::PmbsrEl1, 0).unwrap();
+    assert_eq!(spu.sampling_state().enabled_els, 0b010);
+    // With EL2 and EL3: the buffer's owner and the Security state count.
+    let (mut spu, _) = linux_spu(&m, Features::default().with_el2_el3(), 1);
+    let ns_el1_owns = PeContext {
+        scr_el3: 1, // NS
+        mdcr_el3: MDCR_EL3::NSPB.set(0, 0b11),
+        mdcr_el2: MDCR_EL2::E2PB.set(0, 0b11),
+        ..Default::default()
+    };
+    spu.set_context(ns_el1_owns);
+    assert_eq!(spu.sampling_state().enabled_els, 0b011);
+    // EL2 owns the buffer: E2SPE enables EL2 as well.
+    spu.set_context(PeContext {
+        el: El::El2,
+        mdcr_el2: 0,
+        ..ns_el1_owns
+    });
+    spu.write_sysreg(SysReg::PmscrEl2, 0b10).unwrap(); // E2SPE
+    assert_eq!(spu.sampling_state().enabled_els, 0b111);
+    // In Secure state the Non-secure buffer samples nothing.
+    spu.set_context(PeContext {
+        scr_el3: 0,
+        ..ns_el1_owns
+    });
+    assert_eq!(spu.sampling_state().enabled_els, 0);
+}
+
+#[test]
+fn skip_with_rnd_is_exact_up_to_the_limit_and_bounded_beyond() {
+    for f in [Features::neoverse_n1(), Features::neoverse_v1()] {
+        let spu = counter_spu(f.clone(), 256 | 1, 0);
+        let mut want = spu.clone();
+        let mut got = spu.clone();
+        let n = Spu::SKIP_EXACT;
+        assert_eq!(got.skip_operations(n), count_one_by_one(&mut want, n));
+        assert_eq!((got.regs.pmsicr, got.rng), (want.regs.pmsicr, want.rng));
+
+        // Any u64 QEMU hands back returns at once, with about one
+        // selection per mean period and a COUNT the counter could hold.
+        let mut spu = spu;
+        let n = u64::MAX / 2;
+        let start = std::time::Instant::now();
+        let selected = spu.skip_operations(n);
+        assert!(start.elapsed() < std::time::Duration::from_secs(1));
+        let mean = if f.spe_ernd() { 257.0 } else { 257.0 + 127.5 };
+        let ratio = selected as f64 / (n as f64 / mean);
+        assert!((ratio - 1.0).abs() < 0.01, "{selected} selections");
+        assert!(PMSICR_EL1::COUNT.get(spu.regs().pmsicr) <= 256 + 255);
+    }
+    // ERnd with INTERVAL 0: COUNT never leaves zero, and a pending ECOUNT
+    // runs out once.
+    let mut spu = counter_spu(Features::neoverse_v1(), 1, 3 << 56);
+    assert_eq!(spu.skip_operations(u64::MAX), 1);
+    assert_eq!(spu.regs().pmsicr, 0);
+}

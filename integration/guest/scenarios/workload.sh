@@ -1,0 +1,23 @@
+# The issue-6 guest workload runs and reports its array's addresses.
+# $spe_workload_perf, when set (the workload-perf* scenarios), is the
+# arguments of a `perf record` of the arm_spe_0 event around it.
+n=1000
+if [ -n "${spe_workload_perf+x}" ]; then
+    out=$(perf record -e arm_spe_0// $spe_workload_perf -o /tmp/workload.data -- spe-workload $n 2>&1)
+    rc=$?
+else
+    out=$(spe-workload $n 2>&1)
+    rc=$?
+fi
+echo "$out"
+got=$(echo "$out" | sed -n 's/.*workload_iterations=\([0-9]*\).*/\1/p')
+pa0=$(echo "$out" | sed -n 's/.*workload_array_pa0=\(0x[0-9a-f]*\).*/\1/p')
+if [ "$rc" != 0 ]; then
+    fail "spe-workload failed ($rc)"
+elif [ "$got" != "$n" ]; then
+    fail "spe-workload ran ${got:-no} iterations, want $n"
+elif [ -z "$pa0" ] || [ "$pa0" = 0x0 ]; then
+    fail "spe-workload found no physical address for its array"
+else
+    pass
+fi

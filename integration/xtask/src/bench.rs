@@ -1,0 +1,254 @@
+//! `cargo xtask bench-overhead`: what SPE costs the guest. Boots the same
+//! workload (integration/guest/workloads/spe-workload.c, via the
+//! `workload*` scenarios) under the same patched QEMU several ways and
+//! reports the workload's own run time (measured in the guest, so boot
+//! time does not dilute it) and the boot-to-exit wall time, as ratios to
+//! `spe=off`, in a markdown table.
+
+use crate::runner::{GuestRun, Rig, SpeRun, Verdict};
+use anyhow::Result;
+use std::time::Duration;
+
+/// Whether QEMU has a sampled-operation source (issue 6). Until it does,
+/// perf's SPE sessions sample nothing and timing them would measure only
+/// the register traffic: the configurations that need it are skipped
+/// unless `--all`. Flip this when the sampler lands.
+pub const SAMPLER_IN_QEMU: bool = false;
+
+/// One way of running the workload.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub name: &'static str,
+    /// The scenario script (integration/guest/scenarios/<guest>.sh).
+    pub guest: &'static str,
+    /// Full emulation with the backend attached; `None` is `-cpu max`
+    /// without SPE and without a backend.
+    pub spe: Option<SpeRun>,
+    /// Meaningful only with QEMU's sampled-operation source.
+    pub needs_sampler: bool,
+}
+
+pub fn configs() -> Vec<Config> {
+    let spe = || Some(SpeRun::new("neoverse-n1"));
+    vec![
+        Config {
+            name: "spe=off",
+            guest: "workload",
+            spe: None,
+            needs_sampler: false,
+        },
+        Config {
+            name: "spe=on, not profiling",
+            guest: "workload",
+            spe: spe(),
+            needs_sampler: false,
+        },
+        Config {
+            name: "perf arm_spe_0//, default period",
+            guest: "workload-perf",
+            spe: spe(),
+            needs_sampler: true,
+        },
+        Config {
+            name: "perf -c 256 arm_spe_0//",
+            guest: "workload-perf-256",
+            spe: spe(),
+            needs_sampler: true,
+        },
+    ]
+}
+
+/// One timed run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    /// The guest's `workload_ns`.
+    pub workload: Duration,
+    /// QEMU start to exit, as the runner saw it.
+    pub wall: Duration,
+}
+
+/// A configuration's outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    Measured(Vec<Sample>),
+    Skipped(&'static str),
+    Failed(String),
+}
+
+pub fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    let n = v.len();
+    if n == 0 {
+        Duration::ZERO
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2
+    }
+}
+
+/// The markdown report: medians, and ratios to the first row's medians.
+pub fn table(rows: &[(&str, Outcome)]) -> String {
+    let medians = |o: &Outcome| match o {
+        Outcome::Measured(s) if !s.is_empty() => Some((
+            median(s.iter().map(|x| x.workload).collect()),
+            median(s.iter().map(|x| x.wall).collect()),
+        )),
+        _ => None,
+    };
+    let base = rows.first().and_then(|(_, o)| medians(o));
+    let ratio = |v: Duration, b: Option<Duration>| match b {
+        Some(b) if !b.is_zero() => format!("{:.2}×", v.as_secs_f64() / b.as_secs_f64()),
+        _ => "–".into(),
+    };
+    let mut t = String::from(
+        "| configuration | runs | workload (median) | vs spe=off | boot to exit (median) | vs spe=off |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    for (name, o) in rows {
+        let line = match (o, medians(o)) {
+            (Outcome::Measured(s), Some((w, wall))) => format!(
+                "| {name} | {} | {:.3} s | {} | {:.1} s | {} |",
+                s.len(),
+                w.as_secs_f64(),
+                ratio(w, base.map(|b| b.0)),
+                wall.as_secs_f64(),
+                ratio(wall, base.map(|b| b.1)),
+            ),
+            (Outcome::Measured(_), None) => format!("| {name} | 0 | failed: no runs | | | |"),
+            (Outcome::Skipped(why), _) => format!("| {name} | – | not measured: {why} | | | |"),
+            (Outcome::Failed(why), _) => format!("| {name} | – | failed: {why} | | | |"),
+        };
+        t.push_str(&line);
+        t.push('\n');
+    }
+    t
+}
+
+/// Runs every configuration `runs` times, interleaved so that a slow
+/// spell of the machine spreads over all of them, and prints the table.
+pub fn run(rig: &Rig, runs: usize, all: bool) -> Result<bool> {
+    let configs = configs();
+    let mut outcomes: Vec<Outcome> = configs
+        .iter()
+        .map(|c| {
+            if c.needs_sampler && !SAMPLER_IN_QEMU && !all {
+                Outcome::Skipped("needs QEMU's sampled-operation source (issue 6); --all runs it")
+            } else {
+                Outcome::Measured(Vec::new())
+            }
+        })
+        .collect();
+    for round in 0..runs {
+        for (c, o) in configs.iter().zip(outcomes.iter_mut()) {
+            let Outcome::Measured(samples) = o else {
+                continue;
+            };
+            let out = rig.run(&GuestRun {
+                scenario: c.guest.to_string(),
+                run_name: format!("bench-{}-{round}", c.guest),
+                backend: c.spe.is_some(),
+                timeout: Duration::from_secs(600),
+                kill_backend_when: None,
+                spe: c.spe.clone(),
+            })?;
+            let ns = out
+                .result("workload_ns")
+                .and_then(|v| v.parse::<u64>().ok());
+            match (&out.verdict, ns) {
+                (Verdict::Pass, Some(ns)) => {
+                    eprintln!(
+                        "    {}: workload {:.3} s, boot to exit {:.1} s",
+                        c.name,
+                        ns as f64 / 1e9,
+                        out.elapsed.as_secs_f64()
+                    );
+                    samples.push(Sample {
+                        workload: Duration::from_nanos(ns),
+                        wall: out.elapsed,
+                    });
+                }
+                (v, _) => {
+                    let why = match v {
+                        Verdict::Fail(r) => r.clone(),
+                        Verdict::Pass => "no workload_ns result".into(),
+                    };
+                    eprintln!(
+                        "    {}: failed ({why}); logs in {}",
+                        c.name,
+                        out.dir.display()
+                    );
+                    *o = Outcome::Failed(why);
+                }
+            }
+        }
+    }
+    let rows: Vec<(&str, Outcome)> = configs
+        .iter()
+        .map(|c| c.name)
+        .zip(outcomes.iter().cloned())
+        .collect();
+    println!("{}", table(&rows));
+    Ok(!outcomes.iter().any(|o| matches!(o, Outcome::Failed(_))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(workload_ms: u64, wall_ms: u64) -> Sample {
+        Sample {
+            workload: Duration::from_millis(workload_ms),
+            wall: Duration::from_millis(wall_ms),
+        }
+    }
+
+    #[test]
+    fn medians_and_ratios_to_the_first_row() {
+        assert_eq!(
+            median(vec![3, 1, 2].into_iter().map(Duration::from_secs).collect()),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            median(
+                vec![4, 1, 2, 3]
+                    .into_iter()
+                    .map(Duration::from_secs)
+                    .collect()
+            ),
+            Duration::from_millis(2500)
+        );
+        let t = table(&[
+            (
+                "spe=off",
+                Outcome::Measured(vec![s(1000, 4000), s(1200, 5000), s(900, 4500)]),
+            ),
+            ("spe=on", Outcome::Measured(vec![s(1500, 9000)])),
+            ("perf", Outcome::Skipped("needs the sampler")),
+            ("broken", Outcome::Failed("timeout after 600 s".into())),
+        ]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 6);
+        assert_eq!(
+            lines[2],
+            "| spe=off | 3 | 1.000 s | 1.00× | 4.5 s | 1.00× |"
+        );
+        assert_eq!(lines[3], "| spe=on | 1 | 1.500 s | 1.50× | 9.0 s | 2.00× |");
+        assert!(lines[4].contains("not measured: needs the sampler"));
+        assert!(lines[5].contains("failed: timeout after 600 s"));
+    }
+
+    #[test]
+    fn sampled_configurations_wait_for_the_sampler() {
+        let c = configs();
+        assert_eq!(c[0].name, "spe=off");
+        assert!(c[0].spe.is_none() && !c[0].needs_sampler);
+        assert!(c[1].spe.is_some() && !c[1].needs_sampler);
+        assert!(c[2..].iter().all(|c| c.needs_sampler && c.spe.is_some()));
+        // Every configuration's scenario script exists.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest/scenarios");
+        for c in &c {
+            assert!(dir.join(format!("{}.sh", c.guest)).is_file(), "{}", c.guest);
+        }
+    }
+}
