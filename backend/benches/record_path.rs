@@ -2,9 +2,12 @@
 //! into a Profiling Buffer reached through a stage 1 translation, with the
 //! buffer re-armed (as Linux's IRQ handler does) when it fills.
 
+#[path = "common.rs"]
+mod common;
+
+use common::op;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use spe_protocol::op::{OpClass, SampledOp};
-use spe_protocol::packet::events;
+use spe_protocol::op::SampledOp;
 use spe_protocol::regs::*;
 use std::hint::black_box;
 use vhost_device_spe::spu::tables::{tcr_el1, TableBuilder, PAGE_RW};
@@ -40,28 +43,6 @@ fn arm(spu: &mut Spu) {
     spu.write_sysreg(SysReg::PmblimitrEl1, (BUF_VA + PAGES * 4096) | 1)
         .unwrap();
     spu.write_sysreg(SysReg::PmbsrEl1, 0).unwrap();
-}
-
-fn op(i: u64) -> SampledOp {
-    SampledOp {
-        pc: 0xffff_8000_1029_d3f4 + (i & 0xFF) * 4,
-        el: El::El1,
-        ns: true,
-        class: OpClass::LoadStore {
-            store: i & 1 == 1,
-            subclass: 0,
-        },
-        data_va: 0xffff_0000_0f29_3bc0 + (i & 0xFFF) * 8,
-        data_pa: 0x0f29_3bc0 + (i & 0xFFF) * 8,
-        data_pa_valid: true,
-        size: 8,
-        events: events::RETIRED | events::L1D_ACCESS | events::TLB_ACCESS,
-        total_latency: 7 + (i & 15) as u32,
-        issue_latency: 2,
-        translation_latency: 1,
-        physical_count: 39_395_093_558 + i * 100,
-        ..Default::default()
-    }
 }
 
 /// Benchmarks `step` (sample or operation) on a fresh SPU, re-arming the
