@@ -9,11 +9,11 @@ use crate::runner::{GuestRun, Rig, SpeRun, Verdict};
 use anyhow::Result;
 use std::time::Duration;
 
-/// Whether QEMU has a sampled-operation source (issue 6). Until it does,
-/// perf's SPE sessions sample nothing and timing them would measure only
-/// the register traffic: the configurations that need it are skipped
-/// unless `--all`. Flip this when the sampler lands.
-pub const SAMPLER_IN_QEMU: bool = false;
+/// Whether QEMU has a sampled-operation source (issue 6, qemu-patches
+/// 0014-0015). Without it perf's SPE sessions sample nothing and timing
+/// them would measure only the register traffic: the configurations that
+/// need it are then skipped unless `--all`.
+pub const SAMPLER_IN_QEMU: bool = true;
 
 /// One way of running the workload.
 #[derive(Clone, Debug)]
