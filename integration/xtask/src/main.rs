@@ -298,7 +298,7 @@ fn demo() -> Result<bool> {
     let rig = prepare(&paths)?;
     eprintln!(
         "==> booting a Debian arm64 guest whose SPE is served by vhost-device-spe \
-         (patched QEMU, unmodified kernel, the backend's synthetic samples)"
+         (patched QEMU sampling the guest, unmodified kernel, perf around a workload)"
     );
     let out = rig.run(&GuestRun {
         scenario: "spe-demo".into(),
@@ -306,10 +306,7 @@ fn demo() -> Result<bool> {
         backend: true,
         timeout: Duration::from_secs(240),
         kill_backend_when: None,
-        spe: Some(runner::SpeRun {
-            synthetic: Some(200_000),
-            ..runner::SpeRun::new("neoverse-n1")
-        }),
+        spe: Some(runner::SpeRun::new("neoverse-n1")),
     })?;
     println!("--- what the guest saw and recorded ---");
     for l in out.console.lines() {
