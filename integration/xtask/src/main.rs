@@ -22,8 +22,9 @@ const USAGE: &str = "usage: cargo xtask <command>
   test [--no-lint] [SCENARIO...]
                      setup, fmt/clippy/unit tests, then the guest scenarios
   demo               setup, then boot a guest with the backend attached
-  run [--no-backend] SCENARIO
-                     boot one guest scenario script (integration/guest/scenarios)
+  run [--no-backend] [--spe] SCENARIO
+                     boot one guest scenario script (integration/guest/scenarios);
+                     --spe: full emulation for a script no test scenario names
   scenarios          list the scenarios of `test`
   bench-overhead [--runs N] [--all]
                      time the guest workload with SPE off, on, and sampling;
@@ -73,7 +74,13 @@ fn real_main(args: &[String]) -> Result<bool> {
             let spe = scenarios::all()
                 .into_iter()
                 .find(|s| s.guest == name.as_str() || s.name == name.as_str())
-                .and_then(|s| s.spe);
+                .and_then(|s| s.spe)
+                .or_else(|| {
+                    // Scripts outside `test` (the bench's) get full emulation on request.
+                    rest.iter()
+                        .any(|a| a == "--spe")
+                        .then(|| runner::SpeRun::new("neoverse-n1"))
+                });
             let out = rig.run(&GuestRun {
                 scenario: name.clone(),
                 run_name: format!("run-{name}"),
