@@ -67,6 +67,12 @@ struct ServeArgs {
     #[arg(long, value_enum, default_value_t = CpuModel::NeoverseN1)]
     cpu: CpuModel,
 
+    /// Override the sampling interval the CPU recommends in
+    /// PMSIDR_EL1.Interval (Linux's minimum period, and perf's default):
+    /// one of 256, 512, 768, 1024, 1536, 2048, 3072, 4096 operations.
+    #[arg(long, value_name = "OPS", value_parser = parse_interval)]
+    min_interval: Option<u32>,
+
     /// The VM's CPUs implement EL2 (QEMU `-M virt,virtualization=on`): the
     /// model then serves PMSCR_EL2 and the EL2 access checks.
     #[arg(long)]
@@ -85,6 +91,21 @@ enum Command {
         /// File holding raw SPE records, or `-` for stdin.
         input: String,
     },
+}
+
+/// An interval PMSIDR_EL1.Interval can encode.
+fn parse_interval(s: &str) -> Result<u32, String> {
+    let valid = || {
+        Features::INTERVALS
+            .iter()
+            .map(|(_, n)| n.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match s.parse::<u32>() {
+        Ok(n) if Features::INTERVALS.iter().any(|(_, ops)| *ops == n) => Ok(n),
+        _ => Err(format!("PMSIDR_EL1.Interval encodes only {}", valid())),
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -132,6 +153,10 @@ fn wait_for_signal(set: &libc::sigset_t) -> i32 {
 
 fn run_server(args: ServeArgs) -> ExitCode {
     let mut features = args.cpu.features();
+    if let Some(ops) = args.min_interval {
+        // parse_interval admits only intervals with an encoding.
+        features = features.clone().with_min_interval(ops).unwrap_or(features);
+    }
     features.have_el2 |= args.el2;
     features.have_el3 |= args.el3;
 

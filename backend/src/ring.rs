@@ -15,6 +15,7 @@ use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use spe_protocol::channel::ring::{
     Layout, SamplingState, CONSUMER_OFFSET, HEADER_SIZE, IRQ_ENTRY_SIZE, IRQ_LEVEL, IRQ_PMBSR,
     IRQ_SEQ, IRQ_STATE, IRQ_STATE_SEQ, OPS_COUNTED_OFFSET, PRODUCER_OFFSET, SLOT_SIZE,
+    COUNT_NOW_OFFSET, COUNT_NOW_VALID,
 };
 use spe_protocol::op::{OpDecodeError, SampledOp};
 
@@ -285,6 +286,16 @@ impl Consumer {
         n
     }
 
+    /// QEMU's interval counter at its last `ops_counted`, if it gave it:
+    /// the PMSICR_EL1.COUNT its execution left.
+    pub fn count_now(&self, vcpu: u32) -> Option<u32> {
+        let v = self
+            .map
+            .u64_at(self.layout.ring(vcpu) + COUNT_NOW_OFFSET)
+            .load(Ordering::Acquire);
+        (v & COUNT_NOW_VALID != 0).then_some(v as u32)
+    }
+
     /// Writes `vcpu`'s IRQ entry: level and PMBSR, then the bumped sequence
     /// number (release), so a reader that sees the new seq sees the rest.
     pub fn publish_irq(&mut self, vcpu: u32, level: bool, pmbsr: u64) {
@@ -436,6 +447,13 @@ impl Producer {
         self.map
             .u64_at(self.layout.ring(vcpu) + OPS_COUNTED_OFFSET)
             .store(c, Ordering::Release);
+    }
+
+    /// Stores QEMU's interval counter as `count_now` (release).
+    pub fn set_count_now(&mut self, vcpu: u32, count: u32) {
+        self.map
+            .u64_at(self.layout.ring(vcpu) + COUNT_NOW_OFFSET)
+            .store(COUNT_NOW_VALID | u64::from(count), Ordering::Release);
     }
 
     /// `vcpu`'s IRQ entry, as QEMU's main loop reads it.

@@ -378,6 +378,26 @@ fn sampling_state_is_published_and_counted_operations_move_pmsicr() {
 }
 
 #[test]
+fn with_rnd_pmsicr_reads_the_count_qemu_stopped_at() {
+    let h = server("count-now", Features::default());
+    let guest = Guest::new();
+    let (mut c, mut ring) = connect(h.path(), 2, &guest);
+    program(&mut c, 0, &guest, BUF_VA, BUF_VA + BUF_PAGES * 4096);
+    // PMSIRR.RND: each reload draws random low bits, on QEMU's side and,
+    // when it replays counted operations, on the model's.
+    c.write(0, SysReg::PmsirrEl1, 1 << 8 | 1).unwrap();
+    ring.producer.count(0, 5000);
+    ring.producer.set_count_now(0, 77);
+    let r = c.read(0, SysReg::PmsicrEl1).unwrap();
+    assert_eq!(PMSICR_EL1::COUNT.get(r.value), 77);
+    // After the reply QEMU reloads from the count it gave.
+    assert_eq!(state(&ring, 0).pmsicr_count, 77);
+    // The other vCPU's counter is its own.
+    ring.producer.count(1, 10);
+    assert_eq!(PMSICR_EL1::COUNT.get(c.read(1, SysReg::PmsicrEl1).unwrap().value), 0);
+}
+
+#[test]
 fn buffer_at_unmapped_or_non_ram_addresses_faults_architecturally() {
     let h = server("fault", Features::default());
     let guest = Guest::new();

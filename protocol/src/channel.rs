@@ -610,6 +610,14 @@ impl Status {
 /// back everything it counted before the request, and the request may
 /// have written PMSICR. It must not reload on an asynchronous change,
 /// which would count again what it counted since its last hand-back.
+/// With `ops_counted` QEMU may also store `count_now` (before it):
+/// `COUNT_NOW_VALID` with, in bits 31:0, the operations until its
+/// counter selects the next one, which is what PMSICR_EL1.COUNT holds then.
+/// In the drain for one of a vCPU's own requests (QEMU is waiting for the
+/// reply, so the two fields agree) the backend sets PMSICR.COUNT to it
+/// after applying `ops_counted`: with RND the two sides draw different
+/// random reload bytes, and a driver that saves PMSICR across a context
+/// switch must get back the count QEMU stopped at.
 /// A cumulative field in shared memory rather than a message: it costs no
 /// round trip, cannot be lost or reordered against the slots, and a QEMU
 /// that never writes it leaves it zero, which the backend reads as
@@ -624,6 +632,10 @@ pub mod ring {
     pub const PRODUCER_OFFSET: usize = 0;
     /// Operations QEMU's interval counter counted (u64, QEMU writes).
     pub const OPS_COUNTED_OFFSET: usize = 8;
+    /// QEMU's interval counter at the last `ops_counted` (u64, QEMU
+    /// writes): [`COUNT_NOW_VALID`] | count, or 0 if not provided.
+    pub const COUNT_NOW_OFFSET: usize = 16;
+    pub const COUNT_NOW_VALID: u64 = 1 << 63;
     pub const CONSUMER_OFFSET: usize = 64;
     /// Offsets in an IRQ entry.
     pub const IRQ_LEVEL: usize = 0;
@@ -885,6 +897,7 @@ mod tests {
             (16, 24, 32)
         );
         assert_eq!((ring::PRODUCER_OFFSET, ring::OPS_COUNTED_OFFSET), (0, 8));
+        assert_eq!(ring::COUNT_NOW_OFFSET, 16);
     }
 
     proptest! {

@@ -269,6 +269,14 @@ impl Vm {
             if counted > 0 {
                 spu.skip_operations(counted);
             }
+            // In a drain for the vCPU's own request QEMU waits, so its
+            // counter is where it stopped: with RND the model's reloads
+            // drew other random bytes than QEMU's did.
+            if vcpu != ALL_VCPUS {
+                if let Some(count) = ring.consumer.count_now(v) {
+                    spu.set_interval_count(count);
+                }
+            }
         }
         if bad > 0 {
             if self.bad_slots == 0 {

@@ -100,6 +100,38 @@ impl Features {
         }
     }
 
+    /// The operation counts PMSIDR_EL1.Interval can recommend, by encoding.
+    pub const INTERVALS: [(u64, u32); 8] = [
+        (0, 256),
+        (2, 512),
+        (3, 768),
+        (4, 1024),
+        (5, 1536),
+        (6, 2048),
+        (7, 3072),
+        (8, 4096),
+    ];
+
+    /// The same PE recommending a sampling interval of `ops` operations
+    /// (PMSIDR_EL1.Interval), which Linux's driver takes as the minimum
+    /// period and perf as its default; `None` if no encoding gives `ops`.
+    pub fn with_min_interval(self, ops: u32) -> Option<Self> {
+        let (enc, _) = Self::INTERVALS.iter().find(|(_, n)| *n == ops)?;
+        Some(Features {
+            pmsidr: self.pmsidr & !(0xf << 8) | enc << 8,
+            ..self
+        })
+    }
+
+    /// The recommended interval PMSIDR_EL1.Interval encodes, if defined.
+    pub fn min_interval(&self) -> Option<u32> {
+        let enc = self.pmsidr >> 8 & 0xf;
+        Self::INTERVALS
+            .iter()
+            .find(|(e, _)| *e == enc)
+            .map(|(_, n)| *n)
+    }
+
     /// The same PE with EL2 and EL3 (and Secure EL2, RME) implemented, as
     /// the Arm ARM tables assume.
     pub fn with_el2_el3(self) -> Self {
@@ -405,3 +437,27 @@ pub(crate) mod test_util;
 
 #[cfg(test)]
 mod props;
+
+#[cfg(test)]
+mod tests {
+    use super::Features;
+
+    #[test]
+    fn min_interval_sets_only_pmsidr_interval() {
+        let n1 = Features::neoverse_n1();
+        assert_eq!(n1.min_interval(), Some(1024));
+        for (enc, ops) in Features::INTERVALS {
+            let f = n1.clone().with_min_interval(ops).unwrap();
+            assert_eq!(f.pmsidr >> 8 & 0xf, enc);
+            assert_eq!(f.min_interval(), Some(ops));
+            assert_eq!(f.pmsidr & !(0xf << 8), n1.pmsidr & !(0xf << 8));
+        }
+        // Encoding 1 is reserved: no interval gives it, none is read back.
+        assert_eq!(n1.clone().with_min_interval(300), None);
+        let reserved = Features {
+            pmsidr: n1.pmsidr & !(0xf << 8) | 1 << 8,
+            ..n1
+        };
+        assert_eq!(reserved.min_interval(), None);
+    }
+}

@@ -85,6 +85,12 @@ impl Spu {
         false
     }
 
+    /// PMSICR_EL1.COUNT as a front end's own interval counter left it
+    /// (the operations until it selects the next one).
+    pub fn set_interval_count(&mut self, count: u32) {
+        self.regs.pmsicr = PMSICR_EL1::COUNT.set(self.regs.pmsicr, u64::from(count));
+    }
+
     /// Advances the interval counter by `n` operations as `n` calls of
     /// `SPEToCollectSample()` would, discarding their selections: a front
     /// end that counts operations itself hands them back here (the ones it
