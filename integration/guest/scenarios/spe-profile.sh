@@ -6,7 +6,8 @@
 #      its array;
 #  (c) their PAs are the guest's translation of those VAs (the
 #      workload's /proc/self/pagemap of the array at the end of its run);
-#  (d) taken branches carry their target (TGT), not-taken ones none;
+#  (d) taken branches carry their target (TGT), not-taken ones none, and
+#      the workload's direct branches target its own functions;
 #  (e) timestamps do not decrease, per CPU, in buffer order.
 # Each check also runs on deliberately wrong inputs (PAs a page off, the
 # array moved past its end, the records reversed), which it must reject.
@@ -46,6 +47,11 @@ profile_check() {
         if ($2 == "B") {
             if ($11) { nt++; if ($6 != "-") nt_tgt++ }
             else { taken++; if ($6 == "-") taken_no_tgt++ }
+            # The workload functions call nothing: their taken direct
+            # branches stay in them (where perf knows the target).
+            f = sym[$5]
+            if (!$11 && $3 != "B-IND" && (f == "spe_workload_strided" || f == "spe_workload_branchy"))
+                if ($6 in sym) { if (sym[$6] == f) tgt_same++; else tgt_other++ }
         }
         if (sym[$5] != "spe_workload_strided" || ($2 != "LD" && $2 != "ST")) next
         ldst++
@@ -64,6 +70,7 @@ profile_check() {
             ldst, no_va, outside, no_pa, pa_ok, pa_bad
         printf "branches_taken=%d taken_without_tgt=%d branches_not_taken=%d not_taken_with_tgt=%d ",
             taken, taken_no_tgt, nt, nt_tgt
+        printf "workload_tgt_same_function=%d workload_tgt_elsewhere=%d ", tgt_same, tgt_other
         printf "ts_missing=%d ts_decreases=%d\n", ts_missing, ts_dec
     }' $d.syms /tmp/profile.pagemap "$3"
 }
@@ -92,6 +99,8 @@ awk -v s="$share" 'BEGIN { exit !(s > 50) }' || why="$why; only $share % of the 
 [ "$(v branches_taken)" -gt 0 ] || why="$why; no taken branch records"
 [ "$(v taken_without_tgt)" = 0 ] || why="$why; $(v taken_without_tgt) taken branches without a target"
 [ "$(v not_taken_with_tgt)" = 0 ] || why="$why; $(v not_taken_with_tgt) not-taken branches with a target"
+[ "$(v workload_tgt_same_function)" -gt 0 ] || why="$why; no workload branch target checked"
+[ "$(v workload_tgt_elsewhere)" = 0 ] || why="$why; $(v workload_tgt_elsewhere) workload branches target another function"
 [ "$(v ts_missing)" = 0 ] || why="$why; $(v ts_missing) records without a timestamp"
 [ "$(v ts_decreases)" = 0 ] || why="$why; timestamps decrease $(v ts_decreases) times"
 [ "$control_pa" = 0 ] || why="$why; control: $control_pa PAs match a page-shifted pagemap"

@@ -1,7 +1,9 @@
 # Two vCPUs, two copies of spe-workload (spe-cpu0, spe-cpu1) pinned to
 # CPU 0 and CPU 1, and a system-wide perf record: each CPU's records of
-# the workloads come from the one pinned there, and it is the command
-# with the most records on that CPU.
+# the workloads come from the one pinned there (and there are at least
+# 500). Kernel threads also run on both CPUs (rcu_sched can have a third
+# of CPU 1's records), so the command with the most records is reported,
+# not required.
 . /scenarios/lib/spe.sh
 for c in 0 1; do cp /usr/bin/spe-workload /tmp/spe-cpu$c; done
 d=/tmp/smp.data
@@ -29,9 +31,8 @@ cpus=$(grep -c ^processor /proc/cpuinfo)
 why=
 [ "$cpus" = 2 ] || why="$why; the guest has $cpus CPUs, want 2"
 for c in 0 1; do
-    eval "own=\$cpu${c}_own cross=\$cpu${c}_other_workload top=\$cpu${c}_top"
-    [ "$own" -gt 0 ] || why="$why; CPU $c has no records of spe-cpu$c"
+    eval "own=\$cpu${c}_own cross=\$cpu${c}_other_workload"
+    [ "$own" -ge 500 ] || why="$why; CPU $c has $own records of spe-cpu$c, want >= 500"
     [ "$cross" = 0 ] || why="$why; CPU $c has $cross records of the workload pinned to the other CPU"
-    [ "$top" = spe-cpu$c ] || why="$why; CPU $c's records are mostly of $top, not spe-cpu$c"
 done
 if [ -z "$why" ]; then pass; else fail "${why#; }"; fi

@@ -87,7 +87,8 @@ impl<'a> Judge<'a> {
 
 /// (a) most records in the workload's functions, (b) strided VAs in the
 /// array, (c) PAs as the guest's pagemap translates them, (d) targets on
-/// taken branches only, (e) non-decreasing timestamps per CPU; the
+/// taken branches only, the workload's in its own functions, (e)
+/// non-decreasing timestamps per CPU; the
 /// negative controls caught their wrong inputs; perf decoded every record
 /// the backend wrote.
 pub fn check_spe_profile(out: &RunOutput) -> Result<(), String> {
@@ -99,7 +100,11 @@ pub fn check_spe_profile(out: &RunOutput) -> Result<(), String> {
     j.want("pagemap_pages", "1024 (4 MiB of 4 KiB pages)", |v| {
         v == 1024.0
     });
-    j.positive(&["branches_taken", "branches_not_taken"]);
+    j.positive(&[
+        "branches_taken",
+        "branches_not_taken",
+        "workload_tgt_same_function",
+    ]);
     j.zero(&[
         "spe_bad_packets",
         "no_va",
@@ -108,6 +113,7 @@ pub fn check_spe_profile(out: &RunOutput) -> Result<(), String> {
         "pa_mismatch",
         "taken_without_tgt",
         "not_taken_with_tgt",
+        "workload_tgt_elsewhere",
         "ts_missing",
         "ts_decreases",
         "control_pa_match",
@@ -191,14 +197,13 @@ pub fn check_spe_jitter(out: &RunOutput) -> Result<(), String> {
 }
 
 /// Two vCPUs; each CPU's workload records are from the workload pinned
-/// there, which has the most records on it.
+/// there (at least 500 of them).
 pub fn check_spe_smp2_pinned(out: &RunOutput) -> Result<(), String> {
     let mut j = Judge::new(out);
     j.text("cpus", &VCPUS.to_string());
     for cpu in 0..VCPUS {
-        j.positive(&[&format!("cpu{cpu}_own")]);
+        j.want(&format!("cpu{cpu}_own"), ">= 500", |v| v >= 500.0);
         j.zero(&[&format!("cpu{cpu}_other_workload")]);
-        j.text(&format!("cpu{cpu}_top"), &format!("spe-cpu{cpu}"));
     }
     j.finish()
 }
@@ -248,15 +253,16 @@ mod tests {
     }
 
     // Results of real runs (cargo xtask test here).
-    const PROFILE: &str = "spe_records=6629 spe_bad_packets=0 perf_samples=6629 \
-        workload_samples=4926 workload_share_pct=74.3 pagemap_pages=1024 strided_ldst=1278 \
-        no_va=0 va_outside=0 no_pa=0 pa_match=1278 pa_mismatch=0 branches_taken=2026 \
-        taken_without_tgt=0 branches_not_taken=2338 not_taken_with_tgt=0 ts_missing=0 \
-        ts_decreases=0 control_pa_match=0 control_va_outside=1278 control_ts_decreases=6627";
+    const PROFILE: &str = "spe_records=6611 spe_bad_packets=0 perf_samples=6611 \
+        workload_samples=5021 workload_share_pct=75.9 pagemap_pages=1024 strided_ldst=1280 \
+        no_va=0 va_outside=0 no_pa=0 pa_match=1280 pa_mismatch=0 branches_taken=2005 \
+        taken_without_tgt=0 branches_not_taken=2391 not_taken_with_tgt=0 \
+        workload_tgt_same_function=790 workload_tgt_elsewhere=0 ts_missing=0 \
+        ts_decreases=0 control_pa_match=0 control_va_outside=1280 control_ts_decreases=6610";
 
     #[test]
     fn profile_needs_every_proof_and_control() {
-        let log = "[INFO] stats total: samples=9 filtered=0 records=6629 bytes=1 discarded=0 management_events=0\n";
+        let log = "[INFO] stats total: samples=9 filtered=0 records=6611 bytes=1 discarded=0 management_events=0\n";
         accepts_and_rejects(
             check_spe_profile,
             PROFILE,
@@ -265,12 +271,14 @@ mod tests {
                 ("workload_share_pct", "49.3"),
                 ("va_outside", "1"),
                 ("pa_mismatch", "3"),
-                ("pa_match", "1275"),
+                ("pa_match", "1277"),
                 ("no_pa", "1"),
                 ("taken_without_tgt", "1"),
                 ("not_taken_with_tgt", "2"),
+                ("workload_tgt_elsewhere", "1"),
+                ("workload_tgt_same_function", "0"),
                 ("ts_decreases", "1"),
-                ("control_pa_match", "1278"),
+                ("control_pa_match", "1280"),
                 ("control_va_outside", "0"),
                 ("control_ts_decreases", "0"),
                 ("strided_ldst", ""),
@@ -353,8 +361,8 @@ mod tests {
             &[
                 ("cpus", "1"),
                 ("cpu0_other_workload", "3"),
-                ("cpu1_own", "0"),
-                ("cpu1_top", "rcu_sched"),
+                ("cpu1_own", "12"),
+                ("cpu1_other_workload", ""),
             ],
         );
     }
