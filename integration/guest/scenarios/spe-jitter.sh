@@ -42,7 +42,7 @@ for j in 0 1; do
                     # Evidence for a failure: the records around a spacing
                     # out of its range, with how far apart in time.
                     if ((j ? dl > P + 256 : dl != P + 1) || dl < P + 1)
-                        if (++odd <= 3)
+                        if (++odd <= 5)
                             printf "jitter=%d: %d operations between ops %d and %d, TS %s -> %s\n",
                                 j, dl, last[$1], n, ts[$1], $10 > "/dev/stderr"
                 } else gaps++
@@ -52,8 +52,9 @@ for j in 0 1; do
         END {
             printf "j%d_ladder_records=%d j%d_other_records=%d j%d_va_outside=%d j%d_pc_va_mismatch=%d ",
                 j, NR - other - outside, j, other, j, outside, j, pc_va
-            printf "j%d_spacings=%d j%d_gaps=%d j%d_spacing_mean=%.1f j%d_spacing_min=%d j%d_spacing_max=%d j%d_spacing_distinct=%d\n",
-                j, cnt, j, gaps, j, cnt ? sum / cnt : 0, j, min, j, max, j, distinct
+            printf "j%d_spacings=%d j%d_gaps=%d j%d_spacing_mean=%.1f j%d_spacing_min=%d j%d_spacing_max=%d ",
+                j, cnt, j, gaps, j, cnt ? sum / cnt : 0, j, min, j, max
+            printf "j%d_spacing_distinct=%d j%d_spacing_out_of_range=%d\n", j, distinct, j, odd
         }' $d.tab)
     result $kv j${j}_bad=$spe_bad
     eval "$kv j${j}_bad=$spe_bad"
@@ -67,10 +68,10 @@ for j in 0 1; do
     [ "$m$o$b" = 000 ] || why="$why; jitter=$j: $m PC/VA mismatches, $o VAs outside the array, $b decoder errors"
 done
 [ "$j0_spacing_distinct" = 1 ] && [ "$j0_spacing_min" = $((P + 1)) ] ||
-    why="$why; without jitter: $j0_spacing_distinct distinct spacings in [$j0_spacing_min, $j0_spacing_max], want only $((P + 1))"
+    why="$why; without jitter: $j0_spacing_distinct distinct spacings in [$j0_spacing_min, $j0_spacing_max] ($j0_spacing_out_of_range not $((P + 1))), want only $((P + 1))"
 ok "$j1_spacing_mean >= $P && $j1_spacing_mean <= $P + 256" ||
     why="$why; with jitter: mean spacing $j1_spacing_mean, want [$P, $((P + 256))]"
 [ "$j1_spacing_min" -ge $((P + 1)) ] && [ "$j1_spacing_max" -le $((P + 256)) ] ||
-    why="$why; with jitter: spacings in [$j1_spacing_min, $j1_spacing_max], want [$((P + 1)), $((P + 256))]"
+    why="$why; with jitter: spacings in [$j1_spacing_min, $j1_spacing_max] ($j1_spacing_out_of_range of $j1_spacings out of range), want [$((P + 1)), $((P + 256))]"
 [ "$j1_spacing_distinct" -ge 16 ] || why="$why; with jitter: only $j1_spacing_distinct distinct spacings"
 if [ -z "$why" ]; then pass; else fail "${why#; }"; fi

@@ -177,6 +177,7 @@ pub fn check_spe_jitter(out: &RunOutput) -> Result<(), String> {
             |v| 10.0 * v <= spacings,
         );
         j.zero(&[
+            &format!("{run}_spacing_out_of_range"),
             &format!("{run}_pc_va_mismatch"),
             &format!("{run}_va_outside"),
             &format!("{run}_bad"),
@@ -330,16 +331,17 @@ mod tests {
             check_spe_jitter,
             "j0_ladder_records=2046 j0_other_records=5 j0_va_outside=0 j0_pc_va_mismatch=0 \
              j0_spacings=2018 j0_gaps=27 j0_spacing_mean=1025.0 j0_spacing_min=1025 \
-             j0_spacing_max=1025 j0_spacing_distinct=1 j0_bad=0 j1_ladder_records=1818 \
-             j1_other_records=3 j1_va_outside=0 j1_pc_va_mismatch=0 j1_spacings=1796 \
+             j0_spacing_max=1025 j0_spacing_distinct=1 j0_spacing_out_of_range=0 j0_bad=0 \
+             j1_ladder_records=1818 j1_other_records=3 j1_va_outside=0 j1_pc_va_mismatch=0 j1_spacings=1796 \
              j1_gaps=21 j1_spacing_mean=1155.7 j1_spacing_min=1025 j1_spacing_max=1280 \
-             j1_spacing_distinct=254 j1_bad=0",
+             j1_spacing_distinct=254 j1_spacing_out_of_range=0 j1_bad=0",
             "",
             &[
                 ("j0_spacing_distinct", "2"),
                 ("j0_spacing_max", "1026"),
                 ("j0_spacing_min", "1024"),
                 ("j1_spacing_min", "579"),
+                ("j1_spacing_out_of_range", "2"),
                 ("j1_spacing_max", "1434"),
                 ("j1_spacing_mean", "1300.5"),
                 ("j1_spacing_distinct", "1"),
