@@ -4,11 +4,19 @@
  * addresses it prints, and a branchy function, so that SPE records can be
  * checked against known PCs, data addresses and branch behaviour.
  *
- *   spe-workload [ITERATIONS [SECONDS]]
+ *   spe-workload [ITERATIONS [SECONDS [PAGEMAP]]]
+ *   spe-workload loads PASSES
  *
  * Runs until ITERATIONS passes (default 200) or SECONDS of wall time,
  * whichever comes first; 0 means no limit of that kind. Results go to
- * stdout as the harness's `SPE-RESULT key=value` lines.
+ * stdout as the harness's `SPE-RESULT key=value` lines. With PAGEMAP, it
+ * then writes the array's per-page translation there, one `0xVA 0xPA`
+ * line per page, read from /proc/self/pagemap at the end of the run.
+ *
+ * `loads` mode instead sweeps the array PASSES times with a loop of a
+ * fixed instruction count (spe_workload_loads: LADDER_LOADS loads at
+ * consecutive 8-byte addresses, then 3 loop instructions), so a sampled
+ * load's data VA gives its operation's index in the sweep.
  *
  * Built static (aarch64-linux-gnu-gcc -static -O1) so the initramfs needs
  * no loader for it and the array sits at a link-time address.
@@ -17,6 +25,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,6 +77,35 @@ __attribute__((noinline)) uint64_t spe_workload_branchy(uint64_t seed)
     return acc;
 }
 
+/* The loads mode's loop, in assembly so its instruction count is fixed:
+ * each iteration is LADDER_LOADS `ldr` from @p + 8 * k (k = 0, 1, ...),
+ * then `add`, `subs` and `b.ne`; @p advances by LADDER_STEP bytes. So the
+ * load of byte offset d from the start of the sweep is operation
+ * d / LADDER_STEP * LADDER_OPS + d % LADDER_STEP / 8 of it. */
+#define LADDER_LOADS 256
+#define LADDER_OPS (LADDER_LOADS + 3)
+#define LADDER_STEP (LADDER_LOADS * 8)
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+__attribute__((noinline)) void spe_workload_loads(const uint8_t *p, uint64_t n)
+{
+    if (!n)
+        return;
+    __asm__ volatile("1:\n"
+                     ".set spe_off, 0\n"
+                     ".rept " STR(LADDER_LOADS) "\n"
+                     "ldr x9, [%[p], #spe_off]\n"
+                     ".set spe_off, spe_off + 8\n"
+                     ".endr\n"
+                     "add %[p], %[p], #" STR(LADDER_STEP) "\n"
+                     "subs %[n], %[n], #1\n"
+                     "b.ne 1b\n"
+                     : [p] "+r"(p), [n] "+r"(n)
+                     :
+                     : "x9", "cc", "memory");
+}
+
 /* The physical address of the page holding @va, from /proc/self/pagemap
  * (bit 63 present, bits 0-54 the PFN; the PFN reads as 0 without
  * CAP_SYS_ADMIN, which the initramfs's root has). 0 if unknown. */
@@ -90,14 +128,61 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* One `0xVA 0xPA` line per page of the array into @path (PA 0 if the
+ * page has none); returns 0 on success. One read of the pagemap for the
+ * whole array: the kernel walks the page tables once, not per page. */
+static int write_pagemap(const char *path)
+{
+    static uint64_t entries[ARRAY_BYTES / PAGE];
+    int fd = open("/proc/self/pagemap", O_RDONLY);
+    if (fd < 0)
+        return -1;
+    ssize_t got = pread(fd, entries, sizeof(entries),
+                        (off_t)((uintptr_t)spe_workload_array / PAGE * 8));
+    close(fd);
+    FILE *f = fopen(path, "w");
+    if (got != (ssize_t)sizeof(entries) || !f) {
+        if (f)
+            fclose(f);
+        return -1;
+    }
+    for (uint32_t i = 0; i < ARRAY_BYTES / PAGE; i++)
+        fprintf(f, "%p 0x%llx\n", (void *)(spe_workload_array + i * PAGE),
+                entries[i] >> 63 & 1
+                    ? (unsigned long long)(entries[i] & ((1ull << 55) - 1)) * PAGE
+                    : 0ull);
+    return fclose(f);
+}
+
+/* `loads` mode: PASSES sweeps of the array by spe_workload_loads. */
+static int loads(uint64_t passes)
+{
+    printf("SPE-RESULT workload_array_va=%p workload_array_bytes=%u "
+           "workload_ladder_loads=%u workload_ladder_ops=%u "
+           "workload_loads_pc=%p\n",
+           (void *)spe_workload_array, ARRAY_BYTES, LADDER_LOADS, LADDER_OPS,
+           (void *)(uintptr_t)spe_workload_loads);
+    fflush(stdout);
+    uint64_t start = now_ns();
+    for (uint64_t i = 0; i < passes; i++)
+        spe_workload_loads(spe_workload_array, ARRAY_BYTES / LADDER_STEP);
+    printf("SPE-RESULT workload_passes=%llu workload_ns=%llu\n",
+           (unsigned long long)passes, (unsigned long long)(now_ns() - start));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    uint64_t iterations = argc > 1 ? strtoull(argv[1], NULL, 0) : 200;
-    uint64_t seconds = argc > 2 ? strtoull(argv[2], NULL, 0) : 0;
-
-    /* Touch every page first so each has a physical address. */
+    /* Touch every page first so each has a physical address (and no
+     * sampled load of the loops faults on it). */
     for (uint32_t off = 0; off < ARRAY_BYTES; off += PAGE)
         spe_workload_array[off] = 1;
+    if (argc > 1 && !strcmp(argv[1], "loads"))
+        return loads(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
+
+    uint64_t iterations = argc > 1 ? strtoull(argv[1], NULL, 0) : 200;
+    uint64_t seconds = argc > 2 ? strtoull(argv[2], NULL, 0) : 0;
+    const char *pagemap = argc > 3 ? argv[3] : NULL;
     int fd = open("/proc/self/pagemap", O_RDONLY);
     printf("SPE-RESULT workload_array_va=%p workload_array_bytes=%u "
            "workload_stride=%u\n",
@@ -127,5 +212,9 @@ int main(int argc, char **argv)
            "workload_checksum=0x%llx\n",
            (unsigned long long)done, (unsigned long long)ns,
            (unsigned long long)sum);
+    if (pagemap && write_pagemap(pagemap)) {
+        perror(pagemap);
+        return 1;
+    }
     return 0;
 }

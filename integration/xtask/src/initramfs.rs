@@ -172,12 +172,20 @@ pub fn build(
         a.add(d, Node::Dir);
     }
     a.add("init", Node::File(guest_dir.join("init"), 0o755));
-    let scen = guest_dir.join("scenarios");
-    for e in fs::read_dir(&scen).with_context(|| format!("reading {}", scen.display()))? {
-        let p = e?.path();
-        if p.extension().is_some_and(|x| x == "sh") {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            a.add(&format!("scenarios/{name}"), Node::File(p, 0o644));
+    // The scenario scripts and the helpers they source (scenarios/lib).
+    for dir in ["scenarios", "scenarios/lib"] {
+        let src = guest_dir.join(dir);
+        let entries = match fs::read_dir(&src) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && dir != "scenarios" => continue,
+            Err(e) => return Err(e).with_context(|| format!("reading {}", src.display())),
+        };
+        for e in entries {
+            let p = e?.path();
+            if p.extension().is_some_and(|x| x == "sh") {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                a.add(&format!("{dir}/{name}"), Node::File(p, 0o644));
+            }
         }
     }
 

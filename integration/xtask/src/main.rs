@@ -3,6 +3,7 @@
 
 mod bench;
 mod initramfs;
+mod proofs;
 mod runner;
 mod scenarios;
 mod setup;

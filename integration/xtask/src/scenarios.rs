@@ -1,5 +1,6 @@
 //! The guest scenarios and what the host checks after each run.
 
+use crate::proofs;
 use crate::runner::{GuestRun, Rig, RunOutput, SpeRun, Verdict, VCPUS, VIRTIO_ID};
 use crate::util::tail;
 use anyhow::Result;
@@ -163,6 +164,13 @@ pub fn all() -> Vec<Scenario> {
                 ..SpeRun::new("neoverse-n1")
             }),
         },
+        // Issue 6's proofs: QEMU's sampler picks the guest's real
+        // operations; where their records land (see proofs.rs).
+        proof("spe-profile", proofs::check_spe_profile),
+        proof("spe-filter-load", proofs::check_spe_filter_load),
+        proof("spe-min-latency", proofs::check_spe_min_latency),
+        proof("spe-jitter", proofs::check_spe_jitter),
+        proof("spe-smp2-pinned", proofs::check_spe_smp2_pinned),
         Scenario {
             name: "pmu-snapshot",
             guest: "pmu-snapshot",
@@ -177,6 +185,20 @@ pub fn all() -> Vec<Scenario> {
             }),
         },
     ]
+}
+
+/// A full-emulation scenario without a synthetic source (the samples are
+/// QEMU's), the guest script of its name, checked by `check`.
+fn proof(name: &'static str, check: fn(&RunOutput) -> Result<(), String>) -> Scenario {
+    Scenario {
+        name,
+        guest: name,
+        backend: true,
+        timeout: Duration::from_secs(240),
+        expect: Expect::Pass(check),
+        kill_backend_when: None,
+        spe: Some(SpeRun::new("neoverse-n1")),
+    }
 }
 
 /// PMSSCR_EL1.NC: the capture was prohibited.

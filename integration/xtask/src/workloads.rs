@@ -140,6 +140,7 @@ mod tests {
             "spe_workload_array",
             "spe_workload_strided",
             "spe_workload_branchy",
+            "spe_workload_loads",
         ] {
             assert!(
                 syms.windows(sym.len()).any(|w| w == sym.as_bytes()),

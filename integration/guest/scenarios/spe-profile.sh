@@ -1,0 +1,109 @@
+# Issue 6's proof that the records describe what the guest executed:
+# perf records spe-workload's loads, stores and branches with physical
+# addresses and timestamps, and
+#  (a) perf attributes most samples to the workload's own functions;
+#  (b) the data VAs of spe_workload_strided's loads and stores fall in
+#      its array;
+#  (c) their PAs are the guest's translation of those VAs (the
+#      workload's /proc/self/pagemap of the array at the end of its run);
+#  (d) taken branches carry their target (TGT), not-taken ones none, and
+#      the workload's direct branches target its own functions;
+#  (e) timestamps do not decrease, per CPU, in buffer order.
+# Each check also runs on deliberately wrong inputs (PAs a page off, the
+# array moved past its end, the records reversed), which it must reject.
+. /scenarios/lib/spe.sh
+d=/tmp/profile.data
+ev=arm_spe_0/load_filter=1,store_filter=1,branch_filter=1,pa_enable=1,ts_enable=1/
+spe_record $d "$ev" -- spe-workload 10 0 /tmp/profile.pagemap || return
+spe_table $d
+spe_syms $d
+base=$(spe_value $d.log workload_array_va)
+bytes=$(spe_value $d.log workload_array_bytes)
+pages=$(wc -l < /tmp/profile.pagemap)
+
+# (a) The share of all records perf places in the workload's functions.
+set -- $(awk '
+    $2 == "spe_workload_strided" || $2 == "spe_workload_branchy" { w++ }
+    END { printf "%d %d %.1f\n", w, NR, NR ? 100 * w / NR : 0 }' $d.script)
+workload=$1 share=$3
+result spe_records=$spe_n spe_bad_packets=$spe_bad perf_samples=$2 \
+    workload_samples=$workload workload_share_pct=$share pagemap_pages=$pages
+
+# profile_check BASE PA_SHIFT TABLE: (b)-(e) over TABLE for an array at
+# BASE whose pages' PAs are the pagemap's plus PA_SHIFT; prints key=value.
+profile_check() {
+    awk -v base="$1" -v bytes="$bytes" -v shift="$2" '
+    BEGIN { base += 0; bytes += 0; shift += 0 }
+    FILENAME == ARGV[1] { sym[$1] = $2; next }
+    FILENAME == ARGV[2] { pa[int(($1 + 0) / 4096)] = $2 + 0; next }
+    # cpu class op el pc tgt va pa lat ts nt
+    {
+        if ($10 == "-") ts_missing++
+        else {
+            t = $10 + 0
+            if (($1 in last) && t < last[$1]) ts_dec++
+            last[$1] = t
+        }
+        if ($2 == "B") {
+            if ($11) { nt++; if ($6 != "-") nt_tgt++ }
+            else { taken++; if ($6 == "-") taken_no_tgt++ }
+            # The workload functions call nothing: their taken direct
+            # branches stay in them (where perf knows the target).
+            f = sym[$5]
+            if (!$11 && $3 != "B-IND" && (f == "spe_workload_strided" || f == "spe_workload_branchy"))
+                if ($6 in sym) { if (sym[$6] == f) tgt_same++; else tgt_other++ }
+        }
+        if (sym[$5] != "spe_workload_strided" || ($2 != "LD" && $2 != "ST")) next
+        ldst++
+        if ($7 == "-") { no_va++; next }
+        v = $7 + 0
+        if (v < base || v >= base + bytes) { outside++; next }
+        if ($8 == "-") { no_pa++; next }
+        k = int(v / 4096)
+        want = pa[k] + shift + v - k * 4096
+        if ($8 + 0 == want) pa_ok++
+        else if (++pa_bad <= 3)
+            printf "PA mismatch: %s VA %s PA %s, the pagemap gives 0x%x\n", $2, $7, $8, want > "/dev/stderr"
+    }
+    END {
+        printf "strided_ldst=%d no_va=%d va_outside=%d no_pa=%d pa_match=%d pa_mismatch=%d ",
+            ldst, no_va, outside, no_pa, pa_ok, pa_bad
+        printf "branches_taken=%d taken_without_tgt=%d branches_not_taken=%d not_taken_with_tgt=%d ",
+            taken, taken_no_tgt, nt, nt_tgt
+        printf "workload_tgt_same_function=%d workload_tgt_elsewhere=%d ", tgt_same, tgt_other
+        printf "ts_missing=%d ts_decreases=%d\n", ts_missing, ts_dec
+    }' $d.syms /tmp/profile.pagemap "$3"
+}
+checks=$(profile_check "$base" 0 $d.tab)
+result $checks
+# Negative controls: the same checks must see a wrong translation, a wrong
+# array and out-of-order timestamps.
+tac $d.tab > $d.rev
+control_pa=$(spe_kv pa_match "$(profile_check "$base" 4096 $d.tab 2>/dev/null)")
+control_va=$(spe_kv va_outside "$(profile_check $((base + bytes)) 0 $d.tab)")
+control_ts=$(spe_kv ts_decreases "$(profile_check "$base" 0 $d.rev)")
+result control_pa_match=$control_pa control_va_outside=$control_va control_ts_decreases=$control_ts
+
+v() { spe_kv "$1" "$checks"; }
+why=
+[ "$spe_n" -gt 0 ] || why="$why; no records"
+[ "$spe_bad" = 0 ] || why="$why; $spe_bad decoder errors"
+[ "$pages" -gt 0 ] || why="$why; the workload wrote no pagemap"
+awk -v s="$share" 'BEGIN { exit !(s > 50) }' || why="$why; only $share % of the samples in the workload's functions"
+[ "$(v strided_ldst)" -gt 0 ] || why="$why; no load/store records from spe_workload_strided"
+[ "$(v no_va)" = 0 ] || why="$why; $(v no_va) strided loads/stores without a VA"
+[ "$(v va_outside)" = 0 ] || why="$why; $(v va_outside) strided VAs outside the array"
+[ "$(v no_pa)" = 0 ] || why="$why; $(v no_pa) strided loads/stores without a PA"
+[ "$(v pa_mismatch)" = 0 ] || why="$why; $(v pa_mismatch) PAs differ from the guest's translation"
+[ "$(v pa_match)" -gt 0 ] || why="$why; no PA checked"
+[ "$(v branches_taken)" -gt 0 ] || why="$why; no taken branch records"
+[ "$(v taken_without_tgt)" = 0 ] || why="$why; $(v taken_without_tgt) taken branches without a target"
+[ "$(v not_taken_with_tgt)" = 0 ] || why="$why; $(v not_taken_with_tgt) not-taken branches with a target"
+[ "$(v workload_tgt_same_function)" -gt 0 ] || why="$why; no workload branch target checked"
+[ "$(v workload_tgt_elsewhere)" = 0 ] || why="$why; $(v workload_tgt_elsewhere) workload branches target another function"
+[ "$(v ts_missing)" = 0 ] || why="$why; $(v ts_missing) records without a timestamp"
+[ "$(v ts_decreases)" = 0 ] || why="$why; timestamps decrease $(v ts_decreases) times"
+[ "$control_pa" = 0 ] || why="$why; control: $control_pa PAs match a page-shifted pagemap"
+[ "$control_va" = "$(v strided_ldst)" ] || why="$why; control: $control_va of $(v strided_ldst) VAs outside a moved array"
+[ "${control_ts:-0}" -gt 0 ] || why="$why; control: reversed records show no decreasing timestamp"
+if [ -z "$why" ]; then pass; else fail "${why#; }"; fi

@@ -1,0 +1,371 @@
+//! Host checks of issue 6's proofs: the guest scenarios that show where
+//! SPE records land (`spe-profile`, `spe-filter-load`, `spe-min-latency`,
+//! `spe-jitter`, `spe-smp2-pinned`). Each guest script judges its own
+//! records and reports the numbers; these checks hold the numbers to the
+//! same bounds, so a script that passes without them (or on too few
+//! records) still fails.
+
+use crate::runner::{RunOutput, VCPUS};
+use crate::scenarios::backend_stat;
+
+/// The sampling period of `spe-jitter` (`perf record -c`, also the
+/// `neoverse-n1` profile's minimum interval): samples are `PERIOD + 1`
+/// operations apart, `PERIOD + 1 + [0, 255]` with jitter.
+pub const PERIOD: f64 = 1024.0;
+
+/// Collects what is wrong with a run's `SPE-RESULT` numbers.
+struct Judge<'a> {
+    out: &'a RunOutput,
+    errs: Vec<String>,
+}
+
+impl<'a> Judge<'a> {
+    fn new(out: &'a RunOutput) -> Self {
+        Judge {
+            out,
+            errs: Vec::new(),
+        }
+    }
+
+    /// The result `key` as a number; a missing or non-numeric one is an
+    /// error, and NaN (which fails every comparison).
+    fn get(&mut self, key: &str) -> f64 {
+        match self.out.result(key).and_then(|v| v.parse::<f64>().ok()) {
+            Some(v) => v,
+            None => {
+                self.errs.push(format!(
+                    "guest result {key}={:?} is not a number",
+                    self.out.result(key)
+                ));
+                f64::NAN
+            }
+        }
+    }
+
+    /// `key` must satisfy `ok`, which `want` describes; returns its value.
+    fn want(&mut self, key: &str, want: &str, ok: impl Fn(f64) -> bool) -> f64 {
+        let v = self.get(key);
+        if !v.is_nan() && !ok(v) {
+            self.errs.push(format!("{key}={v}, want {want}"));
+        }
+        v
+    }
+
+    fn zero(&mut self, keys: &[&str]) {
+        for k in keys {
+            self.want(k, "0", |v| v == 0.0);
+        }
+    }
+
+    fn positive(&mut self, keys: &[&str]) {
+        for k in keys {
+            self.want(k, "> 0", |v| v > 0.0);
+        }
+    }
+
+    fn check(&mut self, ok: bool, why: impl FnOnce() -> String) {
+        if !ok {
+            self.errs.push(why());
+        }
+    }
+
+    fn text(&mut self, key: &str, want: &str) {
+        if self.out.result(key) != Some(want) {
+            self.errs
+                .push(format!("{key}={:?}, want {want}", self.out.result(key)));
+        }
+    }
+
+    fn finish(self) -> Result<(), String> {
+        if self.errs.is_empty() {
+            Ok(())
+        } else {
+            Err(self.errs.join("; "))
+        }
+    }
+}
+
+/// (a) most records in the workload's functions, (b) strided VAs in the
+/// array, (c) PAs as the guest's pagemap translates them, (d) targets on
+/// taken branches only, the workload's in its own functions, (e)
+/// non-decreasing timestamps per CPU; the
+/// negative controls caught their wrong inputs; perf decoded every record
+/// the backend wrote.
+pub fn check_spe_profile(out: &RunOutput) -> Result<(), String> {
+    let mut j = Judge::new(out);
+    j.want("workload_share_pct", "> 50", |v| v > 50.0);
+    let records = j.want("spe_records", "> 0", |v| v > 0.0);
+    let ldst = j.want("strided_ldst", ">= 100", |v| v >= 100.0);
+    j.want("pa_match", "strided_ldst", |v| v == ldst);
+    j.want("pagemap_pages", "1024 (4 MiB of 4 KiB pages)", |v| {
+        v == 1024.0
+    });
+    j.positive(&[
+        "branches_taken",
+        "branches_not_taken",
+        "workload_tgt_same_function",
+    ]);
+    j.zero(&[
+        "spe_bad_packets",
+        "no_va",
+        "va_outside",
+        "no_pa",
+        "pa_mismatch",
+        "taken_without_tgt",
+        "not_taken_with_tgt",
+        "workload_tgt_elsewhere",
+        "ts_missing",
+        "ts_decreases",
+        "control_pa_match",
+    ]);
+    j.want("control_va_outside", "strided_ldst", |v| v == ldst);
+    j.positive(&["control_ts_decreases"]);
+    let backend = backend_stat(&out.backend_log, "records");
+    j.check(backend == Some(records as u64), || {
+        format!("perf decoded {records} records, the backend wrote {backend:?}")
+    });
+    j.finish()
+}
+
+/// With load_filter=1 only loads; without it stores and branches too.
+pub fn check_spe_filter_load(out: &RunOutput) -> Result<(), String> {
+    let mut j = Judge::new(out);
+    j.positive(&["loadfilter_ld", "nofilter_st", "nofilter_br"]);
+    j.zero(&[
+        "loadfilter_st",
+        "loadfilter_br",
+        "loadfilter_other",
+        "loadfilter_bad",
+        "nofilter_bad",
+    ]);
+    j.finish()
+}
+
+/// With min_latency=N no total latency below N; without it most below.
+pub fn check_spe_min_latency(out: &RunOutput) -> Result<(), String> {
+    let mut j = Judge::new(out);
+    let n = j.want("min_latency", "> 0", |v| v > 0.0);
+    j.positive(&["minlat_records"]);
+    j.zero(&[
+        "minlat_below",
+        "minlat_no_latency",
+        "minlat_bad",
+        "nominlat_bad",
+    ]);
+    j.want("minlat_min_latency", "min_latency or more", |v| v >= n);
+    j.want("nominlat_min_latency", "below min_latency", |v| v < n);
+    let all = j.get("nominlat_records");
+    j.want(
+        "nominlat_below",
+        "more than half of nominlat_records",
+        |v| 2.0 * v > all,
+    );
+    j.finish()
+}
+
+/// Without jitter one spacing, PERIOD + 1 operations; with it spacings in
+/// PERIOD + 1 + [0, 255], many of them, with a mean in [PERIOD, PERIOD +
+/// 256]; the sampled loads' VAs agree with their PCs.
+pub fn check_spe_jitter(out: &RunOutput) -> Result<(), String> {
+    let mut j = Judge::new(out);
+    let (lo, hi) = (PERIOD + 1.0, PERIOD + 256.0);
+    for run in ["j0", "j1"] {
+        let spacings = j.want(&format!("{run}_spacings"), ">= 500", |v| v >= 500.0);
+        j.want(
+            &format!("{run}_gaps"),
+            "at most a tenth of the spacings",
+            |v| 10.0 * v <= spacings,
+        );
+        j.zero(&[
+            &format!("{run}_spacing_out_of_range"),
+            &format!("{run}_pc_va_mismatch"),
+            &format!("{run}_va_outside"),
+            &format!("{run}_bad"),
+        ]);
+    }
+    let one = format!("{lo}");
+    j.want("j0_spacing_min", &one, |v| v == lo);
+    j.want("j0_spacing_max", &one, |v| v == lo);
+    j.want("j0_spacing_distinct", "1", |v| v == 1.0);
+    let range = format!("in [{lo}, {hi}]");
+    j.want("j1_spacing_min", &range, |v| (lo..=hi).contains(&v));
+    j.want("j1_spacing_max", &range, |v| (lo..=hi).contains(&v));
+    j.want("j1_spacing_mean", &format!("in [{PERIOD}, {hi}]"), |v| {
+        (PERIOD..=hi).contains(&v)
+    });
+    j.want("j1_spacing_distinct", ">= 16", |v| v >= 16.0);
+    j.finish()
+}
+
+/// Two vCPUs; each CPU's workload records are from the workload pinned
+/// there (at least 500 of them).
+pub fn check_spe_smp2_pinned(out: &RunOutput) -> Result<(), String> {
+    let mut j = Judge::new(out);
+    j.text("cpus", &VCPUS.to_string());
+    for cpu in 0..VCPUS {
+        j.want(&format!("cpu{cpu}_own"), ">= 500", |v| v >= 500.0);
+        j.zero(&[&format!("cpu{cpu}_other_workload")]);
+    }
+    j.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::Verdict;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    /// A passing run with `line`'s results (an `SPE-RESULT` line's pairs)
+    /// with `key` set to `value` (a missing `key` is added; "" drops it).
+    fn run(line: &str, backend: &str, key: &str, value: &str) -> RunOutput {
+        let mut results: Vec<(String, String)> = line
+            .split_whitespace()
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        results.retain(|(k, _)| k != key);
+        if !value.is_empty() {
+            results.push((key.to_string(), value.to_string()));
+        }
+        RunOutput {
+            verdict: Verdict::Pass,
+            results,
+            console: String::new(),
+            backend_log: backend.into(),
+            elapsed: Duration::ZERO,
+            dir: PathBuf::new(),
+        }
+    }
+
+    /// `check` accepts `line` and rejects each (key, value) change, with
+    /// the key in its message.
+    fn accepts_and_rejects(
+        check: fn(&RunOutput) -> Result<(), String>,
+        line: &str,
+        backend: &str,
+        bad: &[(&str, &str)],
+    ) {
+        assert_eq!(check(&run(line, backend, "", "")), Ok(()));
+        for (k, v) in bad {
+            let e = check(&run(line, backend, k, v)).unwrap_err();
+            assert!(e.contains(k), "{k}={v}: {e}");
+        }
+    }
+
+    // Results of real runs (cargo xtask test here).
+    const PROFILE: &str = "spe_records=6611 spe_bad_packets=0 perf_samples=6611 \
+        workload_samples=5021 workload_share_pct=75.9 pagemap_pages=1024 strided_ldst=1280 \
+        no_va=0 va_outside=0 no_pa=0 pa_match=1280 pa_mismatch=0 branches_taken=2005 \
+        taken_without_tgt=0 branches_not_taken=2391 not_taken_with_tgt=0 \
+        workload_tgt_same_function=790 workload_tgt_elsewhere=0 ts_missing=0 \
+        ts_decreases=0 control_pa_match=0 control_va_outside=1280 control_ts_decreases=6610";
+
+    #[test]
+    fn profile_needs_every_proof_and_control() {
+        let log = "[INFO] stats total: samples=9 filtered=0 records=6611 bytes=1 discarded=0 management_events=0\n";
+        accepts_and_rejects(
+            check_spe_profile,
+            PROFILE,
+            log,
+            &[
+                ("workload_share_pct", "49.3"),
+                ("va_outside", "1"),
+                ("pa_mismatch", "3"),
+                ("pa_match", "1277"),
+                ("no_pa", "1"),
+                ("taken_without_tgt", "1"),
+                ("not_taken_with_tgt", "2"),
+                ("workload_tgt_elsewhere", "1"),
+                ("workload_tgt_same_function", "0"),
+                ("ts_decreases", "1"),
+                ("control_pa_match", "1280"),
+                ("control_va_outside", "0"),
+                ("control_ts_decreases", "0"),
+                ("strided_ldst", ""),
+            ],
+        );
+        let e = check_spe_profile(&run(PROFILE, "", "", "")).unwrap_err();
+        assert!(e.contains("the backend wrote None"), "{e}");
+    }
+
+    #[test]
+    fn filter_load_needs_loads_only() {
+        accepts_and_rejects(
+            check_spe_filter_load,
+            "nofilter_ld=571 nofilter_st=384 nofilter_br=1556 nofilter_other=5498 \
+             nofilter_bad=0 loadfilter_ld=530 loadfilter_st=0 loadfilter_br=0 \
+             loadfilter_other=0 loadfilter_bad=0",
+            "",
+            &[
+                ("loadfilter_st", "1"),
+                ("loadfilter_br", "7"),
+                ("loadfilter_other", "2"),
+                ("loadfilter_ld", "0"),
+                ("nofilter_st", "0"),
+            ],
+        );
+    }
+
+    #[test]
+    fn min_latency_needs_nothing_below() {
+        accepts_and_rejects(
+            check_spe_min_latency,
+            "nominlat_records=1233 nominlat_below=1069 nominlat_no_latency=0 \
+             nominlat_min_latency=5 nominlat_bad=0 minlat_records=178 minlat_below=0 \
+             minlat_no_latency=0 minlat_min_latency=17 minlat_bad=0 min_latency=16",
+            "",
+            &[
+                ("minlat_below", "1"),
+                ("minlat_min_latency", "15"),
+                ("minlat_records", "0"),
+                ("nominlat_below", "100"),
+                ("nominlat_min_latency", "16"),
+            ],
+        );
+    }
+
+    #[test]
+    fn jitter_needs_one_spacing_then_many() {
+        accepts_and_rejects(
+            check_spe_jitter,
+            "j0_ladder_records=2046 j0_other_records=5 j0_va_outside=0 j0_pc_va_mismatch=0 \
+             j0_spacings=2018 j0_gaps=27 j0_spacing_mean=1025.0 j0_spacing_min=1025 \
+             j0_spacing_max=1025 j0_spacing_distinct=1 j0_spacing_out_of_range=0 j0_bad=0 \
+             j1_ladder_records=1818 j1_other_records=3 j1_va_outside=0 j1_pc_va_mismatch=0 j1_spacings=1796 \
+             j1_gaps=21 j1_spacing_mean=1155.7 j1_spacing_min=1025 j1_spacing_max=1280 \
+             j1_spacing_distinct=254 j1_spacing_out_of_range=0 j1_bad=0",
+            "",
+            &[
+                ("j0_spacing_distinct", "2"),
+                ("j0_spacing_max", "1026"),
+                ("j0_spacing_min", "1024"),
+                ("j1_spacing_min", "579"),
+                ("j1_spacing_out_of_range", "2"),
+                ("j1_spacing_max", "1434"),
+                ("j1_spacing_mean", "1300.5"),
+                ("j1_spacing_distinct", "1"),
+                ("j1_spacings", "100"),
+                ("j1_gaps", "500"),
+                ("j0_pc_va_mismatch", "1"),
+            ],
+        );
+    }
+
+    #[test]
+    fn smp2_needs_each_cpu_its_own_workload() {
+        accepts_and_rejects(
+            check_spe_smp2_pinned,
+            "cpus=2 cpu0_records=7062 cpu0_own=4202 cpu0_other_workload=0 cpu0_own_pct=59 \
+             cpu0_top=spe-cpu0 cpu1_records=6991 cpu1_own=5716 cpu1_other_workload=0 \
+             cpu1_own_pct=81 cpu1_top=spe-cpu1",
+            "",
+            &[
+                ("cpus", "1"),
+                ("cpu0_other_workload", "3"),
+                ("cpu1_own", "12"),
+                ("cpu1_other_workload", ""),
+            ],
+        );
+    }
+}
