@@ -50,9 +50,13 @@ pub fn configs() -> Vec<Config> {
             needs_sampler: true,
         },
         Config {
-            name: "perf -c 256 arm_spe_0//",
+            name: "perf -c 256 arm_spe_0// (PMSIDR interval 256)",
             guest: "workload-perf-256",
-            spe: spe(),
+            // Linux raises a period below PMSIDR_EL1.Interval to it.
+            spe: Some(SpeRun {
+                min_interval: Some(256),
+                ..SpeRun::new("neoverse-n1")
+            }),
             needs_sampler: true,
         },
     ]
@@ -65,6 +69,22 @@ pub struct Sample {
     pub workload: Duration,
     /// QEMU start to exit, as the runner saw it.
     pub wall: Duration,
+    /// Records the backend wrote for its busiest vCPU.
+    pub records: Option<u64>,
+}
+
+/// The most records the backend's closing statistics give one vCPU
+/// (`stats vCPU N: ... records=R ...`).
+pub fn busiest_vcpu_records(backend_log: &str) -> Option<u64> {
+    backend_log
+        .lines()
+        .filter(|l| l.contains("stats vCPU "))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix("records="))
+                .and_then(|v| v.parse().ok())
+        })
+        .max()
 }
 
 /// A configuration's outcome.
@@ -101,23 +121,37 @@ pub fn table(rows: &[(&str, Outcome)]) -> String {
         Some(b) if !b.is_zero() => format!("{:.2}×", v.as_secs_f64() / b.as_secs_f64()),
         _ => "–".into(),
     };
+    let rate = |s: &[Sample]| {
+        let r: Vec<f64> = s
+            .iter()
+            .filter_map(|x| Some(x.records? as f64 / x.workload.as_secs_f64()))
+            .collect();
+        if r.is_empty() || r.iter().all(|&x| x == 0.0) {
+            "–".to_string()
+        } else {
+            let mut r = r;
+            r.sort_by(f64::total_cmp);
+            format!("{:.0} k/s", r[r.len() / 2] / 1e3)
+        }
+    };
     let mut t = String::from(
-        "| configuration | runs | workload (median) | vs spe=off | boot to exit (median) | vs spe=off |\n\
-         |---|---|---|---|---|---|\n",
+        "| configuration | runs | workload (median) | vs spe=off | boot to exit (median) | vs spe=off | records per vCPU |\n\
+         |---|---|---|---|---|---|---|\n",
     );
     for (name, o) in rows {
         let line = match (o, medians(o)) {
             (Outcome::Measured(s), Some((w, wall))) => format!(
-                "| {name} | {} | {:.3} s | {} | {:.1} s | {} |",
+                "| {name} | {} | {:.3} s | {} | {:.1} s | {} | {} |",
                 s.len(),
                 w.as_secs_f64(),
                 ratio(w, base.map(|b| b.0)),
                 wall.as_secs_f64(),
                 ratio(wall, base.map(|b| b.1)),
+                rate(s),
             ),
-            (Outcome::Measured(_), None) => format!("| {name} | 0 | failed: no runs | | | |"),
-            (Outcome::Skipped(why), _) => format!("| {name} | – | not measured: {why} | | | |"),
-            (Outcome::Failed(why), _) => format!("| {name} | – | failed: {why} | | | |"),
+            (Outcome::Measured(_), None) => format!("| {name} | 0 | failed: no runs | | | | |"),
+            (Outcome::Skipped(why), _) => format!("| {name} | – | not measured: {why} | | | | |"),
+            (Outcome::Failed(why), _) => format!("| {name} | – | failed: {why} | | | | |"),
         };
         t.push_str(&line);
         t.push('\n');
@@ -166,6 +200,7 @@ pub fn run(rig: &Rig, runs: usize, all: bool) -> Result<bool> {
                     samples.push(Sample {
                         workload: Duration::from_nanos(ns),
                         wall: out.elapsed,
+                        records: busiest_vcpu_records(&out.backend_log),
                     });
                 }
                 (v, _) => {
@@ -200,7 +235,25 @@ mod tests {
         Sample {
             workload: Duration::from_millis(workload_ms),
             wall: Duration::from_millis(wall_ms),
+            records: None,
         }
+    }
+
+    #[test]
+    fn records_per_second_come_from_the_busiest_vcpu() {
+        let log = "[..] INFO x] stats vCPU 0: samples=10 filtered=0 records=700 bytes=1\n\
+                   [..] INFO x] stats vCPU 1: samples=10 filtered=0 records=90 bytes=1\n\
+                   [..] INFO x] stats total: samples=20 filtered=0 records=790 bytes=2\n";
+        assert_eq!(busiest_vcpu_records(log), Some(700));
+        assert_eq!(busiest_vcpu_records("no stats"), None);
+        let t = table(&[(
+            "perf",
+            Outcome::Measured(vec![Sample {
+                records: Some(3000),
+                ..s(1500, 4000)
+            }]),
+        )]);
+        assert!(t.lines().nth(2).unwrap().ends_with("| 2 k/s |"), "{t}");
     }
 
     #[test]
@@ -231,9 +284,12 @@ mod tests {
         assert_eq!(lines.len(), 6);
         assert_eq!(
             lines[2],
-            "| spe=off | 3 | 1.000 s | 1.00× | 4.5 s | 1.00× |"
+            "| spe=off | 3 | 1.000 s | 1.00× | 4.5 s | 1.00× | – |"
         );
-        assert_eq!(lines[3], "| spe=on | 1 | 1.500 s | 1.50× | 9.0 s | 2.00× |");
+        assert_eq!(
+            lines[3],
+            "| spe=on | 1 | 1.500 s | 1.50× | 9.0 s | 2.00× | – |"
+        );
         assert!(lines[4].contains("not measured: needs the sampler"));
         assert!(lines[5].contains("failed: timeout after 600 s"));
     }

@@ -120,6 +120,8 @@ pub struct SpeRun {
     pub virtualization: bool,
     /// Also `pmu-ss=on` (FEAT_PMUv3_SS).
     pub pmu_ss: bool,
+    /// The backend's `--min-interval OPS` (PMSIDR_EL1.Interval).
+    pub min_interval: Option<u32>,
 }
 
 impl SpeRun {
@@ -129,6 +131,7 @@ impl SpeRun {
             synthetic: None,
             virtualization: false,
             pmu_ss: false,
+            min_interval: None,
         }
     }
 }
@@ -215,6 +218,9 @@ impl Rig {
                     }
                     if let Some(rate) = spe.synthetic {
                         cmd.args(["--synthetic", &rate.to_string()]);
+                    }
+                    if let Some(ops) = spe.min_interval {
+                        cmd.args(["--min-interval", &ops.to_string()]);
                     }
                 }
             }
