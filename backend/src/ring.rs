@@ -13,9 +13,9 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use spe_protocol::channel::ring::{
-    Layout, SamplingState, CONSUMER_OFFSET, HEADER_SIZE, IRQ_ENTRY_SIZE, IRQ_LEVEL, IRQ_PMBSR,
-    IRQ_SEQ, IRQ_STATE, IRQ_STATE_SEQ, OPS_COUNTED_OFFSET, PRODUCER_OFFSET, SLOT_SIZE,
-    COUNT_NOW_OFFSET, COUNT_NOW_VALID,
+    Layout, SamplingState, CONSUMER_OFFSET, COUNT_NOW_OFFSET, COUNT_NOW_VALID, HEADER_SIZE,
+    IRQ_ENTRY_SIZE, IRQ_LEVEL, IRQ_PMBSR, IRQ_SEQ, IRQ_STATE, IRQ_STATE_SEQ, OPS_COUNTED_OFFSET,
+    PRODUCER_OFFSET, SLOT_SIZE,
 };
 use spe_protocol::op::{OpDecodeError, SampledOp};
 

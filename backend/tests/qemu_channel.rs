@@ -394,7 +394,10 @@ fn with_rnd_pmsicr_reads_the_count_qemu_stopped_at() {
     assert_eq!(state(&ring, 0).pmsicr_count, 77);
     // The other vCPU's counter is its own.
     ring.producer.count(1, 10);
-    assert_eq!(PMSICR_EL1::COUNT.get(c.read(1, SysReg::PmsicrEl1).unwrap().value), 0);
+    assert_eq!(
+        PMSICR_EL1::COUNT.get(c.read(1, SysReg::PmsicrEl1).unwrap().value),
+        0
+    );
 }
 
 #[test]
