@@ -30,35 +30,52 @@ pub struct Config {
 
 pub fn configs() -> Vec<Config> {
     let spe = || Some(SpeRun::new("neoverse-n1"));
+    // Linux raises a period below PMSIDR_EL1.Interval to it.
+    let spe256 = || {
+        Some(SpeRun {
+            min_interval: Some(256),
+            ..SpeRun::new("neoverse-n1")
+        })
+    };
+    let row = |name, guest, spe, needs_sampler| Config {
+        name,
+        guest,
+        spe,
+        needs_sampler,
+    };
     vec![
-        Config {
-            name: "spe=off",
-            guest: "workload",
-            spe: None,
-            needs_sampler: false,
-        },
-        Config {
-            name: "spe=on, not profiling",
-            guest: "workload",
-            spe: spe(),
-            needs_sampler: false,
-        },
-        Config {
-            name: "perf arm_spe_0//, default period",
-            guest: "workload-perf",
-            spe: spe(),
-            needs_sampler: true,
-        },
-        Config {
-            name: "perf -c 256 arm_spe_0// (PMSIDR interval 256)",
-            guest: "workload-perf-256",
-            // Linux raises a period below PMSIDR_EL1.Interval to it.
-            spe: Some(SpeRun {
-                min_interval: Some(256),
-                ..SpeRun::new("neoverse-n1")
-            }),
-            needs_sampler: true,
-        },
+        row("spe=off", "workload", None, false),
+        row("spe=on, not profiling", "workload", spe(), false),
+        row(
+            "perf -c 1048576 arm_spe_0//u: counting only",
+            "workload-perf-counting",
+            spe(),
+            true,
+        ),
+        row(
+            "perf arm_spe_0//, default period (1024)",
+            "workload-perf",
+            spe(),
+            true,
+        ),
+        row(
+            "  same, every record filtered in the backend",
+            "workload-perf-filtered",
+            spe(),
+            true,
+        ),
+        row(
+            "perf -c 256 arm_spe_0// (PMSIDR interval 256)",
+            "workload-perf-256",
+            spe256(),
+            true,
+        ),
+        row(
+            "  same, every record filtered in the backend",
+            "workload-perf-256-filtered",
+            spe256(),
+            true,
+        ),
     ]
 }
 
