@@ -178,6 +178,13 @@ pub struct Consumer {
     counted: Vec<u64>,
 }
 
+/// The u64 at `offset` of every vCPU's ring control block.
+fn ring_words(map: &Mapping, layout: Layout, offset: usize, order: Ordering) -> Vec<u64> {
+    (0..layout.vcpus)
+        .map(|v| map.u64_at(layout.ring(v) + offset).load(order))
+        .collect()
+}
+
 impl Consumer {
     /// Maps `file` and checks it holds the header of `layout` (which the
     /// producer writes before handing the ring over).
@@ -188,12 +195,7 @@ impl Consumer {
         if header != layout.header() {
             return Err(RingError::BadHeader);
         }
-        let tails = (0..layout.vcpus)
-            .map(|v| {
-                map.u64_at(layout.ring(v) + CONSUMER_OFFSET)
-                    .load(Ordering::Acquire)
-            })
-            .collect();
+        let tails = ring_words(&map, layout, CONSUMER_OFFSET, Ordering::Acquire);
         let load = |off: usize| -> Vec<u64> {
             (0..layout.vcpus)
                 .map(|v| {
@@ -209,12 +211,7 @@ impl Consumer {
             .map(|s| s.wrapping_add(s & 1))
             .collect();
         // What a previous session counted was applied by it, not by us.
-        let counted = (0..layout.vcpus)
-            .map(|v| {
-                map.u64_at(layout.ring(v) + OPS_COUNTED_OFFSET)
-                    .load(Ordering::Acquire)
-            })
-            .collect();
+        let counted = ring_words(&map, layout, OPS_COUNTED_OFFSET, Ordering::Acquire);
         Ok(Consumer {
             map,
             layout,
@@ -368,18 +365,8 @@ impl Producer {
     /// Maps an existing ring (its header is not checked).
     pub fn map(file: &File, layout: Layout) -> Result<Producer, RingError> {
         let map = Mapping::new(file, layout.size())?;
-        let heads = (0..layout.vcpus)
-            .map(|v| {
-                map.u64_at(layout.ring(v) + PRODUCER_OFFSET)
-                    .load(Ordering::Acquire)
-            })
-            .collect();
-        let counted = (0..layout.vcpus)
-            .map(|v| {
-                map.u64_at(layout.ring(v) + OPS_COUNTED_OFFSET)
-                    .load(Ordering::Relaxed)
-            })
-            .collect();
+        let heads = ring_words(&map, layout, PRODUCER_OFFSET, Ordering::Acquire);
+        let counted = ring_words(&map, layout, OPS_COUNTED_OFFSET, Ordering::Relaxed);
         Ok(Producer {
             map,
             layout,

@@ -64,12 +64,7 @@ impl Generator {
     }
 
     fn rand(&mut self) -> u64 {
-        let mut x = self.state;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.state = x;
-        x
+        crate::spu::xorshift64(&mut self.state)
     }
 
     /// The next operation: 40% loads, 20% stores, 25% branches, 15% other.

@@ -423,13 +423,20 @@ impl Spu {
 
     /// Next pseudo-random byte (`SPEGetRandomInterval`).
     fn random_byte(&mut self) -> u8 {
-        let mut x = self.rng;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.rng = x;
-        (x >> 24) as u8
+        (xorshift64(&mut self.rng) >> 24) as u8
     }
+}
+
+/// Marsaglia's xorshift64: advances `state` (never 0) and returns it.
+/// Cheap and reproducible, which is all the model's and the synthetic
+/// source's randomness needs.
+pub(crate) fn xorshift64(state: &mut u64) -> u64 {
+    let mut x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *state = x;
+    x
 }
 
 #[cfg(test)]
