@@ -6,6 +6,7 @@
  *
  *   spe-workload [ITERATIONS [SECONDS [PAGEMAP]]]
  *   spe-workload loads PASSES
+ *   spe-workload others ITERATIONS
  *
  * Runs until ITERATIONS passes (default 200) or SECONDS of wall time,
  * whichever comes first; 0 means no limit of that kind. Results go to
@@ -17,6 +18,10 @@
  * fixed instruction count (spe_workload_loads: LADDER_LOADS loads at
  * consecutive 8-byte addresses, then 3 loop instructions), so a sampled
  * load's data VA gives its operation's index in the sweep.
+ *
+ * `others` mode runs a loop of OTHERS_ADDS `add` instructions and 2 loop
+ * instructions ITERATIONS times, so a sample's PC alone gives its
+ * operation's index in the loop.
  *
  * Built static (aarch64-linux-gnu-gcc -static -O1) so the initramfs needs
  * no loader for it and the array sits at a link-time address.
@@ -106,6 +111,29 @@ __attribute__((noinline)) void spe_workload_loads(const uint8_t *p, uint64_t n)
                      : "x9", "cc", "memory");
 }
 
+/* The others mode's loop: OTHERS_ADDS operations that are neither loads,
+ * stores nor branches, then `subs` and `b.ne`, OTHERS_OPS in all; the
+ * loop starts at the global label spe_workload_others_loop. */
+#define OTHERS_ADDS 4096
+#define OTHERS_OPS (OTHERS_ADDS + 2)
+extern const char spe_workload_others_loop[];
+
+__attribute__((noinline)) void spe_workload_others(uint64_t n)
+{
+    if (!n)
+        return;
+    __asm__ volatile(".global spe_workload_others_loop\n"
+                     "spe_workload_others_loop:\n"
+                     ".rept " STR(OTHERS_ADDS) "\n"
+                     "add x9, x9, #1\n"
+                     ".endr\n"
+                     "subs %[n], %[n], #1\n"
+                     "b.ne spe_workload_others_loop\n"
+                     : [n] "+r"(n)
+                     :
+                     : "x9", "cc");
+}
+
 /* The physical address of the page holding @va, from /proc/self/pagemap
  * (bit 63 present, bits 0-54 the PFN; the PFN reads as 0 without
  * CAP_SYS_ADMIN, which the initramfs's root has). 0 if unknown. */
@@ -171,6 +199,20 @@ static int loads(uint64_t passes)
     return 0;
 }
 
+/* `others` mode: ITERATIONS runs of spe_workload_others's loop. */
+static int others(uint64_t iterations)
+{
+    printf("SPE-RESULT workload_others_pc=%p workload_others_ops=%u\n",
+           (const void *)spe_workload_others_loop, OTHERS_OPS);
+    fflush(stdout);
+    uint64_t start = now_ns();
+    spe_workload_others(iterations);
+    printf("SPE-RESULT workload_iterations=%llu workload_ns=%llu\n",
+           (unsigned long long)iterations,
+           (unsigned long long)(now_ns() - start));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* Touch every page first so each has a physical address (and no
@@ -179,6 +221,8 @@ int main(int argc, char **argv)
         spe_workload_array[off] = 1;
     if (argc > 1 && !strcmp(argv[1], "loads"))
         return loads(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
+    if (argc > 1 && !strcmp(argv[1], "others"))
+        return others(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
 
     uint64_t iterations = argc > 1 ? strtoull(argv[1], NULL, 0) : 200;
     uint64_t seconds = argc > 2 ? strtoull(argv[2], NULL, 0) : 0;

@@ -1,9 +1,9 @@
 //! Host checks of issue 6's proofs: the guest scenarios that show where
 //! SPE records land (`spe-profile`, `spe-filter-load`, `spe-min-latency`,
-//! `spe-jitter`, `spe-smp2-pinned`). Each guest script judges its own
-//! records and reports the numbers; these checks hold the numbers to the
-//! same bounds, so a script that passes without them (or on too few
-//! records) still fails.
+//! `spe-jitter`, `spe-interval-others`, `spe-smp2-pinned`). Each guest
+//! script judges its own records and reports the numbers; these checks
+//! hold the numbers to the same bounds, so a script that passes without
+//! them (or on too few records) still fails.
 
 use crate::runner::{RunOutput, VCPUS};
 use crate::scenarios::backend_stat;
@@ -194,6 +194,19 @@ pub fn check_spe_jitter(out: &RunOutput) -> Result<(), String> {
         (PERIOD..=hi).contains(&v)
     });
     j.want("j1_spacing_distinct", ">= 16", |v| v >= 16.0);
+    j.finish()
+}
+
+/// Samples at "other" operations (an `add` loop) are exactly PERIOD + 1
+/// operations apart, without jitter.
+pub fn check_spe_interval_others(out: &RunOutput) -> Result<(), String> {
+    let mut j = Judge::new(out);
+    j.want("spacings", ">= 2000", |v| v >= 2000.0);
+    j.want("loop_other_records", ">= 2000", |v| v >= 2000.0);
+    j.zero(&["spacing_wrong", "bad"]);
+    let one = format!("{}", PERIOD + 1.0);
+    j.want("spacing_min", &one, |v| v == PERIOD + 1.0);
+    j.want("spacing_max", &one, |v| v == PERIOD + 1.0);
     j.finish()
 }
 

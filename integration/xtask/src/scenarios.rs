@@ -170,6 +170,7 @@ pub fn all() -> Vec<Scenario> {
         proof("spe-filter-load", proofs::check_spe_filter_load),
         proof("spe-min-latency", proofs::check_spe_min_latency),
         proof("spe-jitter", proofs::check_spe_jitter),
+        proof("spe-interval-others", proofs::check_spe_interval_others),
         proof("spe-smp2-pinned", proofs::check_spe_smp2_pinned),
         Scenario {
             name: "pmu-snapshot",
