@@ -26,6 +26,11 @@ pub const TICK: Duration = Duration::from_millis(1);
 /// Starts `timer` expiring every [`TICK`], and makes it non-blocking so
 /// a spurious wake-up cannot stall the event loop in `read`.
 pub fn arm(timer: &mut TimerFd) -> io::Result<()> {
+    start_periodic(timer, TICK)
+}
+
+/// Starts `timer` expiring every `period`, non-blocking (see [`arm`]).
+pub fn start_periodic(timer: &mut TimerFd, period: Duration) -> io::Result<()> {
     // SAFETY: F_GETFL/F_SETFL on a descriptor we own; results are checked.
     unsafe {
         let fd = timer.as_raw_fd();
@@ -35,7 +40,7 @@ pub fn arm(timer: &mut TimerFd) -> io::Result<()> {
         }
     }
     timer
-        .reset(TICK, Some(TICK))
+        .reset(period, Some(period))
         .map_err(|e| io::Error::from_raw_os_error(e.errno()))
 }
 

@@ -8,6 +8,7 @@ use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use spe_protocol::channel::{
@@ -302,6 +303,36 @@ fn records_land_in_guest_memory_and_pmbirq_is_reported_both_ways() {
     assert!(r.pmbirq && pmbsr_filled(r.value));
     // ALL_VCPUS SYNC reports no single level.
     assert!(!c.sync(ALL_VCPUS).unwrap().pmbirq);
+}
+
+#[test]
+fn rings_are_drained_on_a_timer_only_while_a_vcpu_samples() {
+    let h = server("drain", Features::default());
+    let guest = Guest::new();
+    let (mut c, mut ring) = connect(h.path(), 2, &guest);
+    let slots = u64::from(ring.layout.slots);
+    let quiet = Duration::from_millis(50);
+
+    // Nothing samples: without a doorbell, published slots wait.
+    assert_eq!(ring.producer.push(0, &[load(0)]), 1);
+    thread::sleep(quiet);
+    assert_eq!(ring.producer.space(0), slots - 1);
+
+    // vCPU 1 samples: the backend drains every ring on its own, so its
+    // buffer fills and PMBIRQ arrives with no doorbell at all.
+    program(&mut c, 1, &guest, BUF_VA, BUF_VA + BUF_PAGES * 4096);
+    let ops: Vec<_> = (0..1000).map(load).collect();
+    assert_eq!(ring.producer.push(1, &ops), 1000);
+    assert!(ring.wait_irq(Duration::from_secs(5)), "no IRQ eventfd");
+    assert!(pmbsr_filled(ring.producer.irq(1).pmbsr));
+    assert_eq!(ring.producer.space(0), slots);
+    assert_eq!(ring.producer.space(1), slots);
+
+    // The full buffer stopped profiling: the timer stops with it.
+    assert_eq!(state(&ring, 1).enabled_els, 0);
+    assert_eq!(ring.producer.push(1, &ops[..10]), 10);
+    thread::sleep(quiet);
+    assert_eq!(ring.producer.space(1), slots - 10);
 }
 
 /// A vCPU thread's view of its sampling state after a reply.

@@ -3,8 +3,8 @@
 //!
 //! One thread owns every SPU of the connected VM and runs an
 //! [`event_manager`] loop over the listening socket, the connection, the
-//! ring's doorbell eventfd, the synthetic source's timer and an exit
-//! eventfd. Nothing on the hot path takes a lock, and the thread never
+//! ring's doorbell eventfd, its drain timer, the synthetic source's timer
+//! and an exit eventfd. Nothing on the hot path takes a lock, and the thread never
 //! waits on QEMU: it answers requests and signals the IRQ eventfd, and a
 //! socket that stalls mid-message or stops reading replies hits a timeout
 //! and is dropped.
@@ -164,6 +164,14 @@ const CONN: u32 = 1;
 const DOORBELL: u32 = 2;
 const TIMER: u32 = 3;
 const EXIT: u32 = 4;
+const DRAIN: u32 = 5;
+
+/// How often the rings are drained while any vCPU samples. QEMU rings the
+/// doorbell only when a ring is half full: each doorbell costs the vCPU
+/// thread a system call and, on a small host, a cross-CPU wake-up, while
+/// this timer wakes only the backend. It also bounds how late a
+/// buffer-full management event is seen at a low sampling rate.
+const DRAIN_PERIOD: Duration = Duration::from_millis(1);
 
 /// Why a connection ends.
 #[derive(Debug)]
@@ -224,6 +232,9 @@ struct Ring {
     consumer: Consumer,
     doorbell: EventFd,
     irq: EventFd,
+    /// Drains the ring every DRAIN_PERIOD while `draining`.
+    drain: TimerFd,
+    draining: bool,
     /// The PMBIRQ level last written to each IRQ entry.
     published: Vec<bool>,
     /// The sampling state last written to each IRQ entry.
@@ -322,6 +333,20 @@ impl Vm {
                 }
             }
         }
+        let sampling = ring.states.iter().any(|s| s.enabled_els != 0);
+        if sampling != ring.draining {
+            let res = if sampling {
+                crate::synthetic::start_periodic(&mut ring.drain, DRAIN_PERIOD)
+            } else {
+                ring.drain
+                    .clear()
+                    .map_err(|e| io::Error::from_raw_os_error(e.errno()))
+            };
+            match res {
+                Ok(()) => ring.draining = sampling,
+                Err(e) => error!("cannot set the ring's drain timer: {e}"),
+            }
+        }
         // An eventfd write only blocks at a counter of 2^64-2: never here.
         if signal {
             if let Err(e) = ring.irq.write(1) {
@@ -378,7 +403,7 @@ impl Server {
         // Unregister before the fds close: epoll keys on the fd number.
         let _ = ops.remove(Events::with_data(&conn.stream, CONN, EventSet::IN));
         if let Some(ring) = conn.vm.as_ref().and_then(|vm| vm.ring.as_ref()) {
-            let _ = ops.remove(Events::with_data(&ring.doorbell, DOORBELL, EventSet::IN));
+            unwatch_ring(ops, ring);
         }
         if conn.vm.as_ref().is_some_and(|vm| vm.synthetic.is_some()) {
             let _ = ops.remove(Events::with_data(&self.timer, TIMER, EventSet::IN));
@@ -523,14 +548,15 @@ impl Server {
                     match make_ring(&setup, layout, fds) {
                         Ok(ring) => {
                             if let Some(old) = vm.ring.take() {
-                                let _ = ops.remove(Events::with_data(
-                                    &old.doorbell,
-                                    DOORBELL,
-                                    EventSet::IN,
-                                ));
+                                unwatch_ring(ops, &old);
                             }
-                            ops.add(Events::with_data(&ring.doorbell, DOORBELL, EventSet::IN))
-                                .map_err(|e| ConnError::Io(io::Error::other(e)))?;
+                            for ev in [
+                                Events::with_data(&ring.doorbell, DOORBELL, EventSet::IN),
+                                Events::with_data(&ring.drain, DRAIN, EventSet::IN),
+                            ] {
+                                ops.add(ev)
+                                    .map_err(|e| ConnError::Io(io::Error::other(e)))?;
+                            }
                             info!("sampled-operation ring: {} bytes", setup.size);
                             vm.ring = Some(ring);
                             Status::OK
@@ -667,6 +693,19 @@ impl Server {
         if let Some(ring) = &vm.ring {
             // Readable, so this does not block; the count is irrelevant.
             let _ = ring.doorbell.read();
+        }
+        vm.drain(ALL_VCPUS)?;
+        vm.publish(ALL_VCPUS, None);
+        Ok(())
+    }
+
+    fn on_drain(&mut self) -> Result<(), ConnError> {
+        let Some(vm) = self.conn.as_mut().and_then(|c| c.vm.as_mut()) else {
+            return Ok(());
+        };
+        if let Some(ring) = &mut vm.ring {
+            // Non-blocking: a spurious wake-up reads nothing.
+            let _ = ring.drain.wait();
         }
         vm.drain(ALL_VCPUS)?;
         vm.publish(ALL_VCPUS, None);
@@ -831,14 +870,24 @@ fn make_ring(setup: &RingSetup, layout: Layout, fds: Vec<File>) -> Result<Ring, 
             EventFd::from_raw_fd(irq.into_raw_fd()),
         )
     };
+    let drain = TimerFd::new().map_err(|e| format!("cannot create the drain timer: {e}"))?;
     Ok(Ring {
         consumer,
         doorbell,
         irq,
+        drain,
+        draining: false,
         published: vec![false; layout.vcpus as usize],
         // The memfd starts zeroed: what a zeroed entry says.
         states: vec![SamplingState::default(); layout.vcpus as usize],
     })
+}
+
+/// Stops watching `ring`'s descriptors (before they close: epoll keys on
+/// the fd number).
+fn unwatch_ring(ops: &mut EventOps, ring: &Ring) {
+    let _ = ops.remove(Events::with_data(&ring.doorbell, DOORBELL, EventSet::IN));
+    let _ = ops.remove(Events::with_data(&ring.drain, DRAIN, EventSet::IN));
 }
 
 impl MutEventSubscriber for Server {
@@ -874,6 +923,11 @@ impl MutEventSubscriber for Server {
                 }
             }
             TIMER => self.on_timer(),
+            DRAIN => {
+                if let Err(e) = self.on_drain() {
+                    self.disconnect(ops, e);
+                }
+            }
             EXIT => {
                 let _ = self.exit.read();
                 if self.conn.is_some() {
