@@ -1,13 +1,15 @@
 # The issue-6 guest workload runs and reports its array's addresses.
 # $spe_workload_perf, when set (the workload-perf* scenarios), is the
 # arguments of a `perf record` of the arm_spe_0 event around it, and
-# $spe_workload_event the event (default arm_spe_0//).
+# $spe_workload_event the event (default arm_spe_0//). The workload runs
+# on CPU 0 and perf on CPU 1, in every variant, so that perf's draining
+# of the records never shares a vCPU with what it measures.
 n=1000
 if [ -n "${spe_workload_perf+x}" ]; then
-    out=$(perf record -e "${spe_workload_event:-arm_spe_0//}" $spe_workload_perf -o /tmp/workload.data -- spe-workload $n 2>&1)
+    out=$(taskset -c 1 perf record -e "${spe_workload_event:-arm_spe_0//}" $spe_workload_perf -o /tmp/workload.data -- taskset -c 0 spe-workload $n 2>&1)
     rc=$?
 else
-    out=$(spe-workload $n 2>&1)
+    out=$(taskset -c 0 spe-workload $n 2>&1)
     rc=$?
 fi
 echo "$out"

@@ -9,12 +9,6 @@ use crate::runner::{GuestRun, Rig, SpeRun, Verdict};
 use anyhow::Result;
 use std::time::Duration;
 
-/// Whether QEMU has a sampled-operation source (issue 6, qemu-patches
-/// 0014-0015). Without it perf's SPE sessions sample nothing and timing
-/// them would measure only the register traffic: the configurations that
-/// need it are then skipped unless `--all`.
-pub const SAMPLER_IN_QEMU: bool = true;
-
 /// One way of running the workload.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -24,8 +18,6 @@ pub struct Config {
     /// Full emulation with the backend attached; `None` is `-cpu max`
     /// without SPE and without a backend.
     pub spe: Option<SpeRun>,
-    /// Meaningful only with QEMU's sampled-operation source.
-    pub needs_sampler: bool,
 }
 
 pub fn configs() -> Vec<Config> {
@@ -37,44 +29,34 @@ pub fn configs() -> Vec<Config> {
             ..SpeRun::new("neoverse-n1")
         })
     };
-    let row = |name, guest, spe, needs_sampler| Config {
-        name,
-        guest,
-        spe,
-        needs_sampler,
-    };
+    let row = |name, guest, spe| Config { name, guest, spe };
     vec![
-        row("spe=off", "workload", None, false),
-        row("spe=on, not profiling", "workload", spe(), false),
+        row("spe=off", "workload", None),
+        row("spe=on, not profiling", "workload", spe()),
         row(
             "perf -c 1048576 arm_spe_0//u: counting only",
             "workload-perf-counting",
             spe(),
-            true,
         ),
         row(
             "perf arm_spe_0//, default period (1024)",
             "workload-perf",
             spe(),
-            true,
         ),
         row(
             "  same, every record filtered in the backend",
             "workload-perf-filtered",
             spe(),
-            true,
         ),
         row(
             "perf -c 256 arm_spe_0// (PMSIDR interval 256)",
             "workload-perf-256",
             spe256(),
-            true,
         ),
         row(
             "  same, every record filtered in the backend",
             "workload-perf-256-filtered",
             spe256(),
-            true,
         ),
     ]
 }
@@ -86,19 +68,23 @@ pub struct Sample {
     pub workload: Duration,
     /// QEMU start to exit, as the runner saw it.
     pub wall: Duration,
+    /// Operations QEMU selected for the busiest vCPU (written or
+    /// filtered out): less than the period implies where the guest's
+    /// driver had stopped profiling.
+    pub samples: Option<u64>,
     /// Records the backend wrote for its busiest vCPU.
     pub records: Option<u64>,
 }
 
-/// The most records the backend's closing statistics give one vCPU
-/// (`stats vCPU N: ... records=R ...`).
-pub fn busiest_vcpu_records(backend_log: &str) -> Option<u64> {
+/// The largest `key` the backend's closing statistics give one vCPU
+/// (`stats vCPU N: samples=S filtered=F records=R ...`).
+pub fn busiest_vcpu(backend_log: &str, key: &str) -> Option<u64> {
     backend_log
         .lines()
         .filter(|l| l.contains("stats vCPU "))
         .filter_map(|l| {
             l.split_whitespace()
-                .find_map(|w| w.strip_prefix("records="))
+                .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
                 .and_then(|v| v.parse().ok())
         })
         .max()
@@ -108,7 +94,6 @@ pub fn busiest_vcpu_records(backend_log: &str) -> Option<u64> {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
     Measured(Vec<Sample>),
-    Skipped(&'static str),
     Failed(String),
 }
 
@@ -138,10 +123,10 @@ pub fn table(rows: &[(&str, Outcome)]) -> String {
         Some(b) if !b.is_zero() => format!("{:.2}×", v.as_secs_f64() / b.as_secs_f64()),
         _ => "–".into(),
     };
-    let rate = |s: &[Sample]| {
+    let rate = |s: &[Sample], n: fn(&Sample) -> Option<u64>| {
         let r: Vec<f64> = s
             .iter()
-            .filter_map(|x| Some(x.records? as f64 / x.workload.as_secs_f64()))
+            .filter_map(|x| Some(n(x)? as f64 / x.workload.as_secs_f64()))
             .collect();
         if r.is_empty() || r.iter().all(|&x| x == 0.0) {
             "–".to_string()
@@ -152,23 +137,23 @@ pub fn table(rows: &[(&str, Outcome)]) -> String {
         }
     };
     let mut t = String::from(
-        "| configuration | runs | workload (median) | vs spe=off | boot to exit (median) | vs spe=off | records per vCPU |\n\
-         |---|---|---|---|---|---|---|\n",
+        "| configuration | runs | workload (median) | vs spe=off | boot to exit (median) | vs spe=off | samples per vCPU | records per vCPU |\n\
+         |---|---|---|---|---|---|---|---|\n",
     );
     for (name, o) in rows {
         let line = match (o, medians(o)) {
             (Outcome::Measured(s), Some((w, wall))) => format!(
-                "| {name} | {} | {:.3} s | {} | {:.1} s | {} | {} |",
+                "| {name} | {} | {:.3} s | {} | {:.1} s | {} | {} | {} |",
                 s.len(),
                 w.as_secs_f64(),
                 ratio(w, base.map(|b| b.0)),
                 wall.as_secs_f64(),
                 ratio(wall, base.map(|b| b.1)),
-                rate(s),
+                rate(s, |x| x.samples),
+                rate(s, |x| x.records),
             ),
-            (Outcome::Measured(_), None) => format!("| {name} | 0 | failed: no runs | | | | |"),
-            (Outcome::Skipped(why), _) => format!("| {name} | – | not measured: {why} | | | | |"),
-            (Outcome::Failed(why), _) => format!("| {name} | – | failed: {why} | | | | |"),
+            (Outcome::Measured(_), None) => format!("| {name} | 0 | failed: no runs | | | | | |"),
+            (Outcome::Failed(why), _) => format!("| {name} | – | failed: {why} | | | | | |"),
         };
         t.push_str(&line);
         t.push('\n');
@@ -178,17 +163,11 @@ pub fn table(rows: &[(&str, Outcome)]) -> String {
 
 /// Runs every configuration `runs` times, interleaved so that a slow
 /// spell of the machine spreads over all of them, and prints the table.
-pub fn run(rig: &Rig, runs: usize, all: bool) -> Result<bool> {
+pub fn run(rig: &Rig, runs: usize) -> Result<bool> {
     let configs = configs();
     let mut outcomes: Vec<Outcome> = configs
         .iter()
-        .map(|c| {
-            if c.needs_sampler && !SAMPLER_IN_QEMU && !all {
-                Outcome::Skipped("needs QEMU's sampled-operation source (issue 6); --all runs it")
-            } else {
-                Outcome::Measured(Vec::new())
-            }
-        })
+        .map(|_| Outcome::Measured(Vec::new()))
         .collect();
     for round in 0..runs {
         for (c, o) in configs.iter().zip(outcomes.iter_mut()) {
@@ -217,7 +196,8 @@ pub fn run(rig: &Rig, runs: usize, all: bool) -> Result<bool> {
                     samples.push(Sample {
                         workload: Duration::from_nanos(ns),
                         wall: out.elapsed,
-                        records: busiest_vcpu_records(&out.backend_log),
+                        samples: busiest_vcpu(&out.backend_log, "samples"),
+                        records: busiest_vcpu(&out.backend_log, "records"),
                     });
                 }
                 (v, _) => {
@@ -252,25 +232,31 @@ mod tests {
         Sample {
             workload: Duration::from_millis(workload_ms),
             wall: Duration::from_millis(wall_ms),
+            samples: None,
             records: None,
         }
     }
 
     #[test]
-    fn records_per_second_come_from_the_busiest_vcpu() {
-        let log = "[..] INFO x] stats vCPU 0: samples=10 filtered=0 records=700 bytes=1\n\
+    fn rates_per_second_come_from_the_busiest_vcpu() {
+        let log = "[..] INFO x] stats vCPU 0: samples=900 filtered=0 records=700 bytes=1\n\
                    [..] INFO x] stats vCPU 1: samples=10 filtered=0 records=90 bytes=1\n\
-                   [..] INFO x] stats total: samples=20 filtered=0 records=790 bytes=2\n";
-        assert_eq!(busiest_vcpu_records(log), Some(700));
-        assert_eq!(busiest_vcpu_records("no stats"), None);
+                   [..] INFO x] stats total: samples=910 filtered=0 records=790 bytes=2\n";
+        assert_eq!(busiest_vcpu(log, "records"), Some(700));
+        assert_eq!(busiest_vcpu(log, "samples"), Some(900));
+        assert_eq!(busiest_vcpu("no stats", "records"), None);
         let t = table(&[(
             "perf",
             Outcome::Measured(vec![Sample {
+                samples: Some(6000),
                 records: Some(3000),
                 ..s(1500, 4000)
             }]),
         )]);
-        assert!(t.lines().nth(2).unwrap().ends_with("| 2 k/s |"), "{t}");
+        assert!(
+            t.lines().nth(2).unwrap().ends_with("| 4 k/s | 2 k/s |"),
+            "{t}"
+        );
     }
 
     #[test]
@@ -294,30 +280,27 @@ mod tests {
                 Outcome::Measured(vec![s(1000, 4000), s(1200, 5000), s(900, 4500)]),
             ),
             ("spe=on", Outcome::Measured(vec![s(1500, 9000)])),
-            ("perf", Outcome::Skipped("needs the sampler")),
             ("broken", Outcome::Failed("timeout after 600 s".into())),
         ]);
         let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines.len(), 6);
+        assert_eq!(lines.len(), 5);
         assert_eq!(
             lines[2],
-            "| spe=off | 3 | 1.000 s | 1.00× | 4.5 s | 1.00× | – |"
+            "| spe=off | 3 | 1.000 s | 1.00× | 4.5 s | 1.00× | – | – |"
         );
         assert_eq!(
             lines[3],
-            "| spe=on | 1 | 1.500 s | 1.50× | 9.0 s | 2.00× | – |"
+            "| spe=on | 1 | 1.500 s | 1.50× | 9.0 s | 2.00× | – | – |"
         );
-        assert!(lines[4].contains("not measured: needs the sampler"));
-        assert!(lines[5].contains("failed: timeout after 600 s"));
+        assert!(lines[4].contains("failed: timeout after 600 s"));
     }
 
     #[test]
-    fn sampled_configurations_wait_for_the_sampler() {
+    fn only_the_baseline_runs_without_spe() {
         let c = configs();
         assert_eq!(c[0].name, "spe=off");
-        assert!(c[0].spe.is_none() && !c[0].needs_sampler);
-        assert!(c[1].spe.is_some() && !c[1].needs_sampler);
-        assert!(c[2..].iter().all(|c| c.needs_sampler && c.spe.is_some()));
+        assert!(c[0].spe.is_none());
+        assert!(c[1..].iter().all(|c| c.spe.is_some()));
         // Every configuration's scenario script exists.
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest/scenarios");
         for c in &c {

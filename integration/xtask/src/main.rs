@@ -27,10 +27,9 @@ const USAGE: &str = "usage: cargo xtask <command>
                      boot one guest scenario script (integration/guest/scenarios);
                      --spe: full emulation for a script no test scenario names
   scenarios          list the scenarios of `test`
-  bench-overhead [--runs N] [--all]
+  bench-overhead [--runs N]
                      time the guest workload with SPE off, on, and sampling;
-                     print a markdown table (--all: also the configurations
-                     that need QEMU's sampler)";
+                     print a markdown table";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -96,7 +95,6 @@ fn real_main(args: &[String]) -> Result<bool> {
             Ok(out.verdict == Verdict::Pass)
         }
         "bench-overhead" => {
-            let all = rest.iter().any(|a| a == "--all");
             let runs = match rest.iter().position(|a| a == "--runs") {
                 Some(i) => rest
                     .get(i + 1)
@@ -107,7 +105,7 @@ fn real_main(args: &[String]) -> Result<bool> {
             };
             let paths = Paths::discover()?;
             let rig = prepare(&paths)?;
-            bench::run(&rig, runs, all)
+            bench::run(&rig, runs)
         }
         "scenarios" => {
             for s in scenarios::all() {
