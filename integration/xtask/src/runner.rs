@@ -122,6 +122,10 @@ pub struct SpeRun {
     pub pmu_ss: bool,
     /// The backend's `--min-interval OPS` (PMSIDR_EL1.Interval).
     pub min_interval: Option<u32>,
+    /// QEMU's `-icount shift=auto`: TBs cannot count SPE operations in
+    /// their exit check, and the virtual clock may only be read where a
+    /// TB allows I/O.
+    pub icount: bool,
 }
 
 impl SpeRun {
@@ -132,6 +136,7 @@ impl SpeRun {
             virtualization: false,
             pmu_ss: false,
             min_interval: None,
+            icount: false,
         }
     }
 }
@@ -360,6 +365,9 @@ impl Rig {
                     "vhost-user-device-pci,chardev=spe0,virtio-id={VIRTIO_ID},num_vqs={NUM_VQS},config_size={CONFIG_SIZE}"
                 ));
         }
+        if spec.spe.as_ref().is_some_and(|s| s.icount) {
+            c.args(["-icount", "shift=auto"]);
+        }
         c
     }
 }
@@ -500,6 +508,44 @@ pub fn decide(ending: &Ending, parsed: &Parsed, qemu_stderr: &str) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn qemu_args(spe: Option<SpeRun>) -> Vec<String> {
+        let rig = Rig {
+            qemu: "qemu".into(),
+            kernel: "Image".into(),
+            headers: "headers".into(),
+            initrd: "initrd".into(),
+            backend: "backend".into(),
+            runs_dir: "runs".into(),
+        };
+        let spec = GuestRun {
+            scenario: "boot".into(),
+            run_name: "boot".into(),
+            backend: spe.is_some(),
+            timeout: Duration::from_secs(1),
+            kill_backend_when: None,
+            spe,
+        };
+        rig.qemu_command(&spec, Path::new("console"), Path::new("sock"))
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn icount_runs_add_icount_and_others_do_not() {
+        let on = SpeRun {
+            icount: true,
+            ..SpeRun::new("neoverse-n1")
+        };
+        let args = qemu_args(Some(on));
+        assert!(
+            args.windows(2).any(|w| w == ["-icount", "shift=auto"]),
+            "{args:?}"
+        );
+        assert!(!qemu_args(Some(SpeRun::new("neoverse-n1"))).contains(&"-icount".into()));
+        assert!(!qemu_args(None).contains(&"-icount".into()));
+    }
 
     const OK: &str = "[    0.1] booting\r\nSPE-RESULT kernel=6.1 cpus=2\r\n[ 1.0] virtio: SPE-RESULT a=1 b=x=y\nSPE-SCENARIO-PASS boot\n";
 

@@ -171,6 +171,16 @@ pub fn all() -> Vec<Scenario> {
         proof("spe-min-latency", proofs::check_spe_min_latency),
         proof("spe-jitter", proofs::check_spe_jitter),
         proof("spe-interval-others", proofs::check_spe_interval_others),
+        // The same under -icount: TBs count SPE operations the slow way and
+        // timestamps read the virtual clock only where icount allows.
+        Scenario {
+            name: "spe-interval-others-icount",
+            spe: Some(SpeRun {
+                icount: true,
+                ..SpeRun::new("neoverse-n1")
+            }),
+            ..proof("spe-interval-others", proofs::check_spe_interval_others)
+        },
         proof("spe-smp2-pinned", proofs::check_spe_smp2_pinned),
         Scenario {
             name: "pmu-snapshot",
