@@ -339,6 +339,25 @@ mod tests {
     }
 
     #[test]
+    fn interval_others_needs_every_spacing_exact() {
+        accepts_and_rejects(
+            check_spe_interval_others,
+            "loop_records=3999 loop_other_records=3998 loop_branch_records=1 \
+             outside_records=36 spacings=3997 spacing_min=1025 spacing_max=1025 \
+             spacing_wrong=0 bad=0",
+            "",
+            &[
+                ("spacing_wrong", "1"),
+                ("spacing_min", "1024"),
+                ("spacing_max", "1026"),
+                ("spacings", "12"),
+                ("loop_other_records", "0"),
+                ("bad", "3"),
+            ],
+        );
+    }
+
+    #[test]
     fn jitter_needs_one_spacing_then_many() {
         accepts_and_rejects(
             check_spe_jitter,
