@@ -26,11 +26,19 @@ pub const TICK: Duration = Duration::from_millis(1);
 /// Starts `timer` expiring every [`TICK`], and makes it non-blocking so
 /// a spurious wake-up cannot stall the event loop in `read`.
 pub fn arm(timer: &mut TimerFd) -> io::Result<()> {
-    start_periodic(timer, TICK)
+    set_nonblocking(timer)?;
+    timer
+        .reset(TICK, Some(TICK))
+        .map_err(|e| io::Error::from_raw_os_error(e.errno()))
 }
 
-/// Starts `timer` expiring every `period`, non-blocking (see [`arm`]).
-pub fn start_periodic(timer: &mut TimerFd, period: Duration) -> io::Result<()> {
+/// `timer`, made non-blocking (see [`arm`]).
+pub fn nonblocking(mut timer: TimerFd) -> io::Result<TimerFd> {
+    set_nonblocking(&mut timer)?;
+    Ok(timer)
+}
+
+fn set_nonblocking(timer: &mut TimerFd) -> io::Result<()> {
     // SAFETY: F_GETFL/F_SETFL on a descriptor we own; results are checked.
     unsafe {
         let fd = timer.as_raw_fd();
@@ -39,9 +47,7 @@ pub fn start_periodic(timer: &mut TimerFd, period: Duration) -> io::Result<()> {
             return Err(io::Error::last_os_error());
         }
     }
-    timer
-        .reset(period, Some(period))
-        .map_err(|e| io::Error::from_raw_os_error(e.errno()))
+    Ok(())
 }
 
 /// Kernel text the generated PCs fall in (a Linux arm64 `_text`).

@@ -4,10 +4,10 @@
 //! One thread owns every SPU of the connected VM and runs an
 //! [`event_manager`] loop over the listening socket, the connection, the
 //! ring's doorbell eventfd, its drain timer, the synthetic source's timer
-//! and an exit eventfd. Nothing on the hot path takes a lock, and the thread never
-//! waits on QEMU: it answers requests and signals the IRQ eventfd, and a
-//! socket that stalls mid-message or stops reading replies hits a timeout
-//! and is dropped.
+//! and an exit eventfd. Nothing on the hot path takes a lock, and the
+//! thread never waits on QEMU: it answers requests and signals the IRQ
+//! eventfd, and a socket that stalls mid-message or stops reading replies
+//! hits a timeout and is dropped.
 
 pub mod client;
 
@@ -336,11 +336,9 @@ impl Vm {
         let sampling = ring.states.iter().any(|s| s.enabled_els != 0);
         if sampling != ring.draining {
             let res = if sampling {
-                crate::synthetic::start_periodic(&mut ring.drain, DRAIN_PERIOD)
+                ring.drain.reset(DRAIN_PERIOD, Some(DRAIN_PERIOD))
             } else {
-                ring.drain
-                    .clear()
-                    .map_err(|e| io::Error::from_raw_os_error(e.errno()))
+                ring.drain.clear()
             };
             match res {
                 Ok(()) => ring.draining = sampling,
@@ -870,7 +868,10 @@ fn make_ring(setup: &RingSetup, layout: Layout, fds: Vec<File>) -> Result<Ring, 
             EventFd::from_raw_fd(irq.into_raw_fd()),
         )
     };
-    let drain = TimerFd::new().map_err(|e| format!("cannot create the drain timer: {e}"))?;
+    let drain = TimerFd::new()
+        .map_err(|e| e.to_string())
+        .and_then(|t| crate::synthetic::nonblocking(t).map_err(|e| e.to_string()))
+        .map_err(|e| format!("cannot create the drain timer: {e}"))?;
     Ok(Ring {
         consumer,
         doorbell,
