@@ -6,17 +6,21 @@
 #      its array;
 #  (c) their PAs are the guest's translation of those VAs (the
 #      workload's /proc/self/pagemap of the array at the end of its run);
-#  (d) taken branches carry their target (TGT), not-taken ones none, and
-#      the workload's direct branches target its own functions;
+#  (d) taken branches carry their target (TGT), not-taken ones none, the
+#      workload's direct branches target its own functions, and exactly
+#      the target their instruction encodes (spe-workload branches);
 #  (e) timestamps do not decrease, per CPU, in buffer order.
 # Each check also runs on deliberately wrong inputs (PAs a page off, the
-# array moved past its end, the records reversed), which it must reject.
+# array moved past its end, the records reversed, the targets one
+# instruction off), which it must reject.
 . /scenarios/lib/spe.sh
 d=/tmp/profile.data
 ev=arm_spe_0/load_filter=1,store_filter=1,branch_filter=1,pa_enable=1,ts_enable=1/
 spe_record $d "$ev" -- spe-workload 10 0 /tmp/profile.pagemap || return
 spe_table $d
 spe_syms $d
+spe-workload branches $d.branches || { fail "spe-workload branches failed"; return; }
+awk '{ printf "%s 0x%x\n", $1, $2 + 4 }' $d.branches > $d.branches-off
 base=$(spe_value $d.log workload_array_va)
 bytes=$(spe_value $d.log workload_array_bytes)
 pages=$(wc -l < /tmp/profile.pagemap)
@@ -29,13 +33,15 @@ workload=$1 share=$3
 result spe_records=$spe_n spe_bad_packets=$spe_bad perf_samples=$2 \
     workload_samples=$workload workload_share_pct=$share pagemap_pages=$pages
 
-# profile_check BASE PA_SHIFT TABLE: (b)-(e) over TABLE for an array at
-# BASE whose pages' PAs are the pagemap's plus PA_SHIFT; prints key=value.
+# profile_check BASE PA_SHIFT TABLE [BRANCHES]: (b)-(e) over TABLE for an
+# array at BASE whose pages' PAs are the pagemap's plus PA_SHIFT, and
+# direct branches' targets as BRANCHES lists them; prints key=value.
 profile_check() {
     awk -v base="$1" -v bytes="$bytes" -v shift="$2" '
     BEGIN { base += 0; bytes += 0; shift += 0 }
     FILENAME == ARGV[1] { sym[$1] = $2; next }
     FILENAME == ARGV[2] { pa[int(($1 + 0) / 4096)] = $2 + 0; next }
+    FILENAME == ARGV[3] { brt[sprintf("%x", $1 + 0)] = $2 + 0; next }
     # cpu class op el pc tgt va pa lat ts nt
     {
         if ($10 == "-") ts_missing++
@@ -50,8 +56,15 @@ profile_check() {
             # The workload functions call nothing: their taken direct
             # branches stay in them (where perf knows the target).
             f = sym[$5]
-            if (!$11 && $3 != "B-IND" && (f == "spe_workload_strided" || f == "spe_workload_branchy"))
+            if (!$11 && $3 != "B-IND" && (f == "spe_workload_strided" || f == "spe_workload_branchy")) {
                 if ($6 in sym) { if (sym[$6] == f) tgt_same++; else tgt_other++ }
+                k = sprintf("%x", $5 + 0)
+                if (k in brt) {
+                    if ($6 + 0 == brt[k]) tgt_exact++
+                    else if (++tgt_wrong <= 3)
+                        printf "branch at %s: target %s, its instruction encodes 0x%x\n", $5, $6, brt[k] > "/dev/stderr"
+                }
+            }
         }
         if (sym[$5] != "spe_workload_strided" || ($2 != "LD" && $2 != "ST")) next
         ldst++
@@ -71,8 +84,9 @@ profile_check() {
         printf "branches_taken=%d taken_without_tgt=%d branches_not_taken=%d not_taken_with_tgt=%d ",
             taken, taken_no_tgt, nt, nt_tgt
         printf "workload_tgt_same_function=%d workload_tgt_elsewhere=%d ", tgt_same, tgt_other
+        printf "workload_tgt_exact=%d workload_tgt_wrong=%d ", tgt_exact, tgt_wrong
         printf "ts_missing=%d ts_decreases=%d\n", ts_missing, ts_dec
-    }' $d.syms /tmp/profile.pagemap "$3"
+    }' $d.syms /tmp/profile.pagemap "${4:-$d.branches}" "$3"
 }
 checks=$(profile_check "$base" 0 $d.tab)
 result $checks
@@ -82,7 +96,8 @@ tac $d.tab > $d.rev
 control_pa=$(spe_kv pa_match "$(profile_check "$base" 4096 $d.tab 2>/dev/null)")
 control_va=$(spe_kv va_outside "$(profile_check $((base + bytes)) 0 $d.tab)")
 control_ts=$(spe_kv ts_decreases "$(profile_check "$base" 0 $d.rev)")
-result control_pa_match=$control_pa control_va_outside=$control_va control_ts_decreases=$control_ts
+control_tgt=$(spe_kv workload_tgt_exact "$(profile_check "$base" 0 $d.tab $d.branches-off 2>/dev/null)")
+result control_pa_match=$control_pa control_va_outside=$control_va control_ts_decreases=$control_ts control_tgt_exact=$control_tgt
 
 v() { spe_kv "$1" "$checks"; }
 why=
@@ -101,9 +116,12 @@ awk -v s="$share" 'BEGIN { exit !(s > 50) }' || why="$why; only $share % of the 
 [ "$(v not_taken_with_tgt)" = 0 ] || why="$why; $(v not_taken_with_tgt) not-taken branches with a target"
 [ "$(v workload_tgt_same_function)" -gt 0 ] || why="$why; no workload branch target checked"
 [ "$(v workload_tgt_elsewhere)" = 0 ] || why="$why; $(v workload_tgt_elsewhere) workload branches target another function"
+[ "$(v workload_tgt_exact)" -gt 0 ] || why="$why; no workload branch target checked against its instruction"
+[ "$(v workload_tgt_wrong)" = 0 ] || why="$why; $(v workload_tgt_wrong) workload branch targets differ from their instruction's"
 [ "$(v ts_missing)" = 0 ] || why="$why; $(v ts_missing) records without a timestamp"
 [ "$(v ts_decreases)" = 0 ] || why="$why; timestamps decrease $(v ts_decreases) times"
 [ "$control_pa" = 0 ] || why="$why; control: $control_pa PAs match a page-shifted pagemap"
 [ "$control_va" = "$(v strided_ldst)" ] || why="$why; control: $control_va of $(v strided_ldst) VAs outside a moved array"
 [ "${control_ts:-0}" -gt 0 ] || why="$why; control: reversed records show no decreasing timestamp"
+[ "$control_tgt" = 0 ] || why="$why; control: $control_tgt targets match instructions one off"
 if [ -z "$why" ]; then pass; else fail "${why#; }"; fi

@@ -7,6 +7,7 @@
  *   spe-workload [ITERATIONS [SECONDS [PAGEMAP]]]
  *   spe-workload loads PASSES
  *   spe-workload others ITERATIONS
+ *   spe-workload branches FILE
  *
  * Runs until ITERATIONS passes (default 200) or SECONDS of wall time,
  * whichever comes first; 0 means no limit of that kind. Results go to
@@ -22,6 +23,11 @@
  * `others` mode runs a loop of OTHERS_ADDS `add` instructions and 2 loop
  * instructions ITERATIONS times, so a sample's PC alone gives its
  * operation's index in the loop.
+ *
+ * `branches` mode runs nothing: it writes the direct branches in and after
+ * spe_workload_strided and spe_workload_branchy to FILE, one
+ * `0xPC 0xTARGET` line each, decoded from the binary's own code, so that a
+ * record's branch target can be checked against its instruction's.
  *
  * Built static (aarch64-linux-gnu-gcc -static -O1) so the initramfs needs
  * no loader for it and the array sits at a link-time address.
@@ -182,6 +188,46 @@ static int write_pagemap(const char *path)
     return fclose(f);
 }
 
+/* Instructions decoded from each function's start in `branches` mode:
+ * more than either function has (the code after them decodes as well). */
+#define BRANCH_SCAN 1024
+
+static int64_t sign_extend(uint32_t v, int bits)
+{
+    return (int64_t)((uint64_t)v << (64 - bits)) >> (64 - bits);
+}
+
+/* `branches` mode: the direct branches' targets (B, B.cond, BC.cond,
+ * CBZ/CBNZ, TBZ/TBNZ), as the Arm ARM encodes their offsets. */
+static int branches(const char *path)
+{
+    const uint32_t *fns[] = {
+        (const uint32_t *)(uintptr_t)spe_workload_strided,
+        (const uint32_t *)(uintptr_t)spe_workload_branchy,
+    };
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    for (unsigned i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
+        for (unsigned k = 0; k < BRANCH_SCAN; k++) {
+            uint32_t insn = fns[i][k];
+            int64_t off;
+            if ((insn & 0xfc000000) == 0x14000000)      /* B */
+                off = sign_extend(insn & 0x3ffffff, 26);
+            else if ((insn & 0xff000000) == 0x54000000 || /* B.cond */
+                     (insn & 0x7e000000) == 0x34000000)   /* CBZ */
+                off = sign_extend(insn >> 5 & 0x7ffff, 19);
+            else if ((insn & 0x7e000000) == 0x36000000)   /* TBZ */
+                off = sign_extend(insn >> 5 & 0x3fff, 14);
+            else
+                continue;
+            uintptr_t pc = (uintptr_t)&fns[i][k];
+            fprintf(f, "%p %p\n", (void *)pc, (void *)(pc + off * 4));
+        }
+    }
+    return fclose(f);
+}
+
 /* `loads` mode: PASSES sweeps of the array by spe_workload_loads. */
 static int loads(uint64_t passes)
 {
@@ -223,6 +269,13 @@ int main(int argc, char **argv)
         return loads(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
     if (argc > 1 && !strcmp(argv[1], "others"))
         return others(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
+    if (argc > 2 && !strcmp(argv[1], "branches")) {
+        if (branches(argv[2])) {
+            perror(argv[2]);
+            return 1;
+        }
+        return 0;
+    }
 
     uint64_t iterations = argc > 1 ? strtoull(argv[1], NULL, 0) : 200;
     uint64_t seconds = argc > 2 ? strtoull(argv[2], NULL, 0) : 0;

@@ -87,7 +87,8 @@ impl<'a> Judge<'a> {
 
 /// (a) most records in the workload's functions, (b) strided VAs in the
 /// array, (c) PAs as the guest's pagemap translates them, (d) targets on
-/// taken branches only, the workload's in its own functions, (e)
+/// taken branches only, the workload's in its own functions and exactly
+/// the ones their instructions encode, (e)
 /// non-decreasing timestamps per CPU; the
 /// negative controls caught their wrong inputs; perf decoded every record
 /// the backend wrote.
@@ -104,6 +105,7 @@ pub fn check_spe_profile(out: &RunOutput) -> Result<(), String> {
         "branches_taken",
         "branches_not_taken",
         "workload_tgt_same_function",
+        "workload_tgt_exact",
     ]);
     j.zero(&[
         "spe_bad_packets",
@@ -114,9 +116,11 @@ pub fn check_spe_profile(out: &RunOutput) -> Result<(), String> {
         "taken_without_tgt",
         "not_taken_with_tgt",
         "workload_tgt_elsewhere",
+        "workload_tgt_wrong",
         "ts_missing",
         "ts_decreases",
         "control_pa_match",
+        "control_tgt_exact",
     ]);
     j.want("control_va_outside", "strided_ldst", |v| v == ldst);
     j.positive(&["control_ts_decreases"]);
@@ -267,16 +271,17 @@ mod tests {
     }
 
     // Results of real runs (cargo xtask test here).
-    const PROFILE: &str = "spe_records=6611 spe_bad_packets=0 perf_samples=6611 \
-        workload_samples=5021 workload_share_pct=75.9 pagemap_pages=1024 strided_ldst=1280 \
-        no_va=0 va_outside=0 no_pa=0 pa_match=1280 pa_mismatch=0 branches_taken=2005 \
-        taken_without_tgt=0 branches_not_taken=2391 not_taken_with_tgt=0 \
-        workload_tgt_same_function=790 workload_tgt_elsewhere=0 ts_missing=0 \
-        ts_decreases=0 control_pa_match=0 control_va_outside=1280 control_ts_decreases=6610";
+    const PROFILE: &str = "spe_records=6719 spe_bad_packets=0 perf_samples=6719 \
+        workload_samples=5046 workload_share_pct=75.1 pagemap_pages=1024 strided_ldst=1278 \
+        no_va=0 va_outside=0 no_pa=0 pa_match=1278 pa_mismatch=0 branches_taken=2072 \
+        taken_without_tgt=0 branches_not_taken=2389 not_taken_with_tgt=0 \
+        workload_tgt_same_function=787 workload_tgt_elsewhere=0 workload_tgt_exact=1630 \
+        workload_tgt_wrong=0 ts_missing=0 ts_decreases=0 control_pa_match=0 \
+        control_va_outside=1278 control_ts_decreases=6663 control_tgt_exact=0";
 
     #[test]
     fn profile_needs_every_proof_and_control() {
-        let log = "[INFO] stats total: samples=9 filtered=0 records=6611 bytes=1 discarded=0 management_events=0\n";
+        let log = "[INFO] stats total: samples=9 filtered=0 records=6719 bytes=1 discarded=0 management_events=0\n";
         accepts_and_rejects(
             check_spe_profile,
             PROFILE,
@@ -292,7 +297,10 @@ mod tests {
                 ("workload_tgt_elsewhere", "1"),
                 ("workload_tgt_same_function", "0"),
                 ("ts_decreases", "1"),
-                ("control_pa_match", "1280"),
+                ("workload_tgt_exact", "0"),
+                ("workload_tgt_wrong", "1"),
+                ("control_pa_match", "1278"),
+                ("control_tgt_exact", "1630"),
                 ("control_va_outside", "0"),
                 ("control_ts_decreases", "0"),
                 ("strided_ldst", ""),
