@@ -9,10 +9,13 @@
 #  (d) taken branches carry their target (TGT), not-taken ones none, the
 #      workload's direct branches target its own functions, and exactly
 #      the target their instruction encodes (spe-workload branches);
-#  (e) timestamps do not decrease, per CPU, in buffer order.
+#  (e) timestamps do not decrease, per CPU, in buffer order;
+#  (f) on perf's clock (perf converts the generic timer's count) no
+#      record is later than the workload's exit, and the workload's own
+#      records span at least half of the time its loop measured.
 # Each check also runs on deliberately wrong inputs (PAs a page off, the
 # array moved past its end, the records reversed, the targets one
-# instruction off), which it must reject.
+# instruction off, the exit 10 ms earlier), which it must reject.
 . /scenarios/lib/spe.sh
 d=/tmp/profile.data
 ev=arm_spe_0/load_filter=1,store_filter=1,branch_filter=1,pa_enable=1,ts_enable=1/
@@ -99,6 +102,29 @@ control_ts=$(spe_kv ts_decreases "$(profile_check "$base" 0 $d.rev)")
 control_tgt=$(spe_kv workload_tgt_exact "$(profile_check "$base" 0 $d.tab $d.branches-off 2>/dev/null)")
 result control_pa_match=$control_pa control_va_outside=$control_va control_ts_decreases=$control_ts control_tgt_exact=$control_tgt
 
+# (f) Record times against the workload's life, on perf's clock, in
+# perf script's time order: "COMM TID SECONDS: ..." per record and per
+# task event. SHIFT moves the exit earlier (the control).
+time_check() {
+    perf script -i $d --show-task-events --itrace=i1i -F comm,tid,time 2>/dev/null | awk -v shift="$1" -v loop="$(spe_value $d.log workload_ns)" '
+    { t = $3; sub(":", "", t); t += 0 }
+    / PERF_RECORD_EXIT/ { if ($1 == "spe-workload") exit_t = t - shift; next }
+    / PERF_RECORD_/ { next }
+    {
+        n++; all[n] = t
+        if ($1 == "spe-workload") { if (!first) first = t; last = t }
+    }
+    END {
+        for (i = 1; i <= n; i++) if (exit_t && all[i] > exit_t) after++
+        printf "ts_records=%d ts_exit_seen=%d ts_after_exit=%d ts_span_pct=%.0f\n",
+            n, exit_t ? 1 : 0, after, loop ? 100 * (last - first) * 1e9 / loop : 0
+    }'
+}
+times=$(time_check 0)
+result $times
+control_exit=$(spe_kv ts_after_exit "$(time_check 0.010)")
+result control_ts_after_exit=$control_exit
+
 v() { spe_kv "$1" "$checks"; }
 why=
 [ "$spe_n" -gt 0 ] || why="$why; no records"
@@ -120,6 +146,11 @@ awk -v s="$share" 'BEGIN { exit !(s > 50) }' || why="$why; only $share % of the 
 [ "$(v workload_tgt_wrong)" = 0 ] || why="$why; $(v workload_tgt_wrong) workload branch targets differ from their instruction's"
 [ "$(v ts_missing)" = 0 ] || why="$why; $(v ts_missing) records without a timestamp"
 [ "$(v ts_decreases)" = 0 ] || why="$why; timestamps decrease $(v ts_decreases) times"
+t() { spe_kv "$1" "$times"; }
+[ "$(t ts_exit_seen)" = 1 ] || why="$why; perf script shows no exit of the workload"
+[ "$(t ts_after_exit)" = 0 ] || why="$why; $(t ts_after_exit) records dated after the workload exited"
+[ "$(t ts_span_pct)" -ge 50 ] || why="$why; the workload's records span only $(t ts_span_pct) % of its loop's time"
+[ "${control_exit:-0}" -gt 0 ] || why="$why; control: no record after an exit 10 ms earlier"
 [ "$control_pa" = 0 ] || why="$why; control: $control_pa PAs match a page-shifted pagemap"
 [ "$control_va" = "$(v strided_ldst)" ] || why="$why; control: $control_va of $(v strided_ldst) VAs outside a moved array"
 [ "${control_ts:-0}" -gt 0 ] || why="$why; control: reversed records show no decreasing timestamp"

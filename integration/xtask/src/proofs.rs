@@ -88,10 +88,11 @@ impl<'a> Judge<'a> {
 /// (a) most records in the workload's functions, (b) strided VAs in the
 /// array, (c) PAs as the guest's pagemap translates them, (d) targets on
 /// taken branches only, the workload's in its own functions and exactly
-/// the ones their instructions encode, (e)
-/// non-decreasing timestamps per CPU; the
-/// negative controls caught their wrong inputs; perf decoded every record
-/// the backend wrote.
+/// the ones their instructions encode, (e) non-decreasing timestamps per
+/// CPU, (f) on perf's clock none after the workload's exit and the
+/// workload's spanning at least half its loop's time; the negative
+/// controls caught their wrong inputs; perf decoded every record the
+/// backend wrote.
 pub fn check_spe_profile(out: &RunOutput) -> Result<(), String> {
     let mut j = Judge::new(out);
     j.want("workload_share_pct", "> 50", |v| v > 50.0);
@@ -119,11 +120,14 @@ pub fn check_spe_profile(out: &RunOutput) -> Result<(), String> {
         "workload_tgt_wrong",
         "ts_missing",
         "ts_decreases",
+        "ts_after_exit",
         "control_pa_match",
         "control_tgt_exact",
     ]);
     j.want("control_va_outside", "strided_ldst", |v| v == ldst);
-    j.positive(&["control_ts_decreases"]);
+    j.want("ts_exit_seen", "1", |v| v == 1.0);
+    j.want("ts_span_pct", ">= 50", |v| v >= 50.0);
+    j.positive(&["control_ts_decreases", "control_ts_after_exit"]);
     let backend = backend_stat(&out.backend_log, "records");
     j.check(backend == Some(records as u64), || {
         format!("perf decoded {records} records, the backend wrote {backend:?}")
@@ -271,17 +275,18 @@ mod tests {
     }
 
     // Results of real runs (cargo xtask test here).
-    const PROFILE: &str = "spe_records=6719 spe_bad_packets=0 perf_samples=6719 \
-        workload_samples=5046 workload_share_pct=75.1 pagemap_pages=1024 strided_ldst=1278 \
-        no_va=0 va_outside=0 no_pa=0 pa_match=1278 pa_mismatch=0 branches_taken=2072 \
-        taken_without_tgt=0 branches_not_taken=2389 not_taken_with_tgt=0 \
-        workload_tgt_same_function=787 workload_tgt_elsewhere=0 workload_tgt_exact=1630 \
+    const PROFILE: &str = "spe_records=6498 spe_bad_packets=0 perf_samples=6498 \
+        workload_samples=4919 workload_share_pct=75.7 pagemap_pages=1024 strided_ldst=1276 \
+        no_va=0 va_outside=0 no_pa=0 pa_match=1276 pa_mismatch=0 branches_taken=2019 \
+        taken_without_tgt=0 branches_not_taken=2292 not_taken_with_tgt=0 \
+        workload_tgt_same_function=813 workload_tgt_elsewhere=0 workload_tgt_exact=1610 \
         workload_tgt_wrong=0 ts_missing=0 ts_decreases=0 control_pa_match=0 \
-        control_va_outside=1278 control_ts_decreases=6663 control_tgt_exact=0";
+        control_va_outside=1276 control_ts_decreases=5880 control_tgt_exact=0 \
+        ts_records=6498 ts_exit_seen=1 ts_after_exit=0 ts_span_pct=906 control_ts_after_exit=486";
 
     #[test]
     fn profile_needs_every_proof_and_control() {
-        let log = "[INFO] stats total: samples=9 filtered=0 records=6719 bytes=1 discarded=0 management_events=0\n";
+        let log = "[INFO] stats total: samples=9 filtered=0 records=6498 bytes=1 discarded=0 management_events=0\n";
         accepts_and_rejects(
             check_spe_profile,
             PROFILE,
@@ -290,7 +295,7 @@ mod tests {
                 ("workload_share_pct", "49.3"),
                 ("va_outside", "1"),
                 ("pa_mismatch", "3"),
-                ("pa_match", "1277"),
+                ("pa_match", "1275"),
                 ("no_pa", "1"),
                 ("taken_without_tgt", "1"),
                 ("not_taken_with_tgt", "2"),
@@ -299,8 +304,12 @@ mod tests {
                 ("ts_decreases", "1"),
                 ("workload_tgt_exact", "0"),
                 ("workload_tgt_wrong", "1"),
-                ("control_pa_match", "1278"),
-                ("control_tgt_exact", "1630"),
+                ("control_pa_match", "1276"),
+                ("control_tgt_exact", "1610"),
+                ("ts_exit_seen", "0"),
+                ("ts_after_exit", "2"),
+                ("ts_span_pct", "49"),
+                ("control_ts_after_exit", "0"),
                 ("control_va_outside", "0"),
                 ("control_ts_decreases", "0"),
                 ("strided_ldst", ""),
