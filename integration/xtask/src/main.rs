@@ -27,9 +27,10 @@ const USAGE: &str = "usage: cargo xtask <command>
                      boot one guest scenario script (integration/guest/scenarios);
                      --spe: full emulation for a script no test scenario names
   scenarios          list the scenarios of `test`
-  bench-overhead [--runs N]
+  bench-overhead [--runs N] [--pin]
                      time the guest workload with SPE off, on, and sampling;
-                     print a markdown table";
+                     print a markdown table; --pin: QEMU's vCPU 0 thread
+                     alone on host CPU 0, everything else on the others";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -104,7 +105,8 @@ fn real_main(args: &[String]) -> Result<bool> {
                 None => 3,
             };
             let paths = Paths::discover()?;
-            let rig = prepare(&paths)?;
+            let mut rig = prepare(&paths)?;
+            rig.pin_vcpu0 = rest.iter().any(|a| a == "--pin");
             bench::run(&rig, runs)
         }
         "scenarios" => {
@@ -164,6 +166,7 @@ fn prepare(paths: &Paths) -> Result<Rig> {
         initrd,
         backend,
         runs_dir: work.join("runs"),
+        pin_vcpu0: false,
     })
 }
 

@@ -150,6 +150,9 @@ pub struct Rig {
     pub initrd: PathBuf,
     pub backend: PathBuf,
     pub runs_dir: PathBuf,
+    /// Give QEMU's vCPU 0 thread host CPU 0 to itself (the bench's
+    /// `--pin`): see [`pin_vcpu0`].
+    pub pin_vcpu0: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -271,6 +274,9 @@ impl Rig {
                         .stderr(fs::File::create(dir.join("qemu.stderr.log"))?),
                 )?;
                 fs::write(dir.join("qemu.pid"), qemu.pid().to_string())?;
+                if self.pin_vcpu0 {
+                    pin_vcpu0(qemu.pid(), backend.as_ref().map(|b| b.pid()))?;
+                }
                 wait(
                     &mut qemu,
                     backend.as_mut(),
@@ -335,7 +341,9 @@ impl Rig {
                 "max".to_string(),
             ),
         };
-        c.args(["-M", &machine])
+        // Named threads ("CPU 0/TCG"), for pin_vcpu0() and for top.
+        c.args(["-name", "vhost-device-spe,debug-threads=on"])
+            .args(["-M", &machine])
             .args(["-cpu", &cpu, "-smp", &VCPUS.to_string(), "-m", mem])
             // vhost-user back ends map guest RAM: it must be a shared memfd.
             .args([
@@ -370,6 +378,50 @@ impl Rig {
         }
         c
     }
+}
+
+/// Gives QEMU's vCPU 0 thread (`CPU 0/TCG`) host CPU 0 to itself, and
+/// every other thread of QEMU and of the backend the other host CPUs, so
+/// that what the guest's perf and the backend do on other host CPUs does
+/// not take the profiled vCPU's. The vCPU threads exist once QEMU has
+/// realized its CPUs, before the guest runs.
+fn pin_vcpu0(qemu: u32, backend: Option<u32>) -> Result<()> {
+    let cpus = std::thread::available_parallelism()?.get();
+    anyhow::ensure!(
+        cpus >= 2,
+        "pinning vCPU 0 needs 2 host CPUs, this has {cpus}"
+    );
+    let rest = format!("1-{}", cpus - 1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let vcpu0 = loop {
+        let found = fs::read_dir(format!("/proc/{qemu}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find(|t| read_lossy(&t.path().join("comm")).trim() == "CPU 0/TCG");
+        if let Some(t) = found {
+            break t.file_name().to_string_lossy().into_owned();
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "QEMU's vCPU 0 thread did not appear within 10 s"
+        );
+        sleep(Duration::from_millis(20));
+    };
+    let taskset = |args: &[&str]| -> Result<()> {
+        let st = Command::new("taskset")
+            .args(args)
+            .stdout(Stdio::null())
+            .status()
+            .context("running taskset (util-linux)")?;
+        anyhow::ensure!(st.success(), "taskset {} failed ({st})", args.join(" "));
+        Ok(())
+    };
+    taskset(&["-a", "-p", "-c", &rest, &qemu.to_string()])?;
+    if let Some(b) = backend {
+        taskset(&["-a", "-p", "-c", &rest, &b.to_string()])?;
+    }
+    taskset(&["-p", "-c", "0", &vcpu0])
 }
 
 fn read_lossy(p: &Path) -> String {
@@ -517,6 +569,7 @@ mod tests {
             initrd: "initrd".into(),
             backend: "backend".into(),
             runs_dir: "runs".into(),
+            pin_vcpu0: false,
         };
         let spec = GuestRun {
             scenario: "boot".into(),
