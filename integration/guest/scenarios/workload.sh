@@ -4,10 +4,19 @@
 # $spe_workload_event the event (default arm_spe_0//). The workload runs
 # on CPU 0 and perf on CPU 1, in every variant, so that perf's draining
 # of the records never shares a vCPU with what it measures. A shorter
-# run first warms QEMU up (its TLB grows to the array), which otherwise
-# made the first run in a boot up to a fifth slower at random.
+# run in the same variant first warms QEMU up (its TLB grows to the
+# array, the TBs SPE counts in are translated), which otherwise made the
+# first run in a boot up to a fifth slower at random.
 n=1000
-taskset -c 0 spe-workload 300 > /dev/null 2>&1
+# The backend's statistics count the warm-up's samples too: its time
+# (warmup_ns) lets the bench divide them by all the time sampled.
+if [ -n "${spe_workload_perf+x}" ]; then
+    warm=$(taskset -c 1 perf record -e "${spe_workload_event:-arm_spe_0//}" $spe_workload_perf -o /tmp/warm-up.data -- taskset -c 0 spe-workload 300 2>&1)
+    rm -f /tmp/warm-up.data
+else
+    warm=$(taskset -c 0 spe-workload 300 2>&1)
+fi
+echo "SPE-RESULT warmup_ns=$(echo "$warm" | sed -n 's/.*workload_ns=\([0-9]*\).*/\1/p')"
 if [ -n "${spe_workload_perf+x}" ]; then
     out=$(taskset -c 1 perf record -e "${spe_workload_event:-arm_spe_0//}" $spe_workload_perf -o /tmp/workload.data -- taskset -c 0 spe-workload $n 2>&1)
     rc=$?

@@ -68,6 +68,9 @@ pub struct Sample {
     pub workload: Duration,
     /// QEMU start to exit, as the runner saw it.
     pub wall: Duration,
+    /// The workload's time with its warm-up run's (`warmup_ns`), which
+    /// runs the same way: what the backend's statistics cover.
+    pub sampled: Duration,
     /// Operations QEMU selected for the busiest vCPU (written or
     /// filtered out): less than the period implies where the guest's
     /// driver had stopped profiling.
@@ -130,7 +133,7 @@ pub fn table(rows: &[(&str, Outcome)]) -> String {
     let rate = |s: &[Sample], n: fn(&Sample) -> Option<u64>| {
         let r: Vec<f64> = s
             .iter()
-            .filter_map(|x| Some(n(x)? as f64 / x.workload.as_secs_f64()))
+            .filter_map(|x| Some(n(x)? as f64 / x.sampled.as_secs_f64()))
             .collect();
         if r.is_empty() || r.iter().all(|&x| x == 0.0) {
             "–".to_string()
@@ -196,6 +199,10 @@ pub fn run(rig: &Rig, runs: usize) -> Result<bool> {
             let ns = out
                 .result("workload_ns")
                 .and_then(|v| v.parse::<u64>().ok());
+            let warm_up = out
+                .result("warmup_ns")
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
             match (&out.verdict, ns) {
                 (Verdict::Pass, Some(ns)) => {
                     eprintln!(
@@ -207,6 +214,7 @@ pub fn run(rig: &Rig, runs: usize) -> Result<bool> {
                     samples.push(Sample {
                         workload: Duration::from_nanos(ns),
                         wall: out.elapsed,
+                        sampled: Duration::from_nanos(ns + warm_up),
                         samples: busiest_vcpu(&out.backend_log, "samples"),
                         records: busiest_vcpu(&out.backend_log, "records"),
                     });
@@ -243,6 +251,7 @@ mod tests {
         Sample {
             workload: Duration::from_millis(workload_ms),
             wall: Duration::from_millis(wall_ms),
+            sampled: Duration::from_millis(workload_ms),
             samples: None,
             records: None,
         }
@@ -266,6 +275,20 @@ mod tests {
         )]);
         assert!(
             t.lines().nth(2).unwrap().ends_with("| 4 k/s | 2 k/s |"),
+            "{t}"
+        );
+        // The statistics also cover the warm-up run: all of it is divided.
+        let t = table(&[(
+            "perf",
+            Outcome::Measured(vec![Sample {
+                samples: Some(6000),
+                records: Some(3000),
+                sampled: Duration::from_millis(2000),
+                ..s(1500, 4000)
+            }]),
+        )]);
+        assert!(
+            t.lines().nth(2).unwrap().ends_with("| 3 k/s | 2 k/s |"),
             "{t}"
         );
     }
