@@ -105,8 +105,9 @@ result control_pa_match=$control_pa control_va_outside=$control_va control_ts_de
 # (f) Record times against the workload's life, on perf's clock, in
 # perf script's time order: "COMM TID SECONDS: ..." per record and per
 # task event. SHIFT moves the exit earlier (the control).
+perf script -i $d --show-task-events --itrace=i1i -F comm,tid,time > $d.times 2>/dev/null
 time_check() {
-    perf script -i $d --show-task-events --itrace=i1i -F comm,tid,time 2>/dev/null | awk -v shift="$1" -v loop="$(spe_value $d.log workload_ns)" '
+    awk -v shift="$1" -v loop="$(spe_value $d.log workload_ns)" '
     { t = $3; sub(":", "", t); t += 0 }
     / PERF_RECORD_EXIT/ { if ($1 == "spe-workload") exit_t = t - shift; next }
     / PERF_RECORD_/ { next }
@@ -118,7 +119,7 @@ time_check() {
         for (i = 1; i <= n; i++) if (exit_t && all[i] > exit_t) after++
         printf "ts_records=%d ts_exit_seen=%d ts_after_exit=%d ts_span_pct=%.0f\n",
             n, exit_t ? 1 : 0, after, loop ? 100 * (last - first) * 1e9 / loop : 0
-    }'
+    }' $d.times
 }
 times=$(time_check 0)
 result $times

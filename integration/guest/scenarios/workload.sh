@@ -8,22 +8,21 @@
 # array, the TBs SPE counts in are translated), which otherwise made the
 # first run in a boot up to a fifth slower at random.
 n=1000
+# run ITERATIONS DATA: the workload in this variant (perf writing DATA).
+run() {
+    if [ -n "${spe_workload_perf+x}" ]; then
+        taskset -c 1 perf record -e "${spe_workload_event:-arm_spe_0//}" $spe_workload_perf -o "$2" -- taskset -c 0 spe-workload "$1" 2>&1
+    else
+        taskset -c 0 spe-workload "$1" 2>&1
+    fi
+}
 # The backend's statistics count the warm-up's samples too: its time
 # (warmup_ns) lets the bench divide them by all the time sampled.
-if [ -n "${spe_workload_perf+x}" ]; then
-    warm=$(taskset -c 1 perf record -e "${spe_workload_event:-arm_spe_0//}" $spe_workload_perf -o /tmp/warm-up.data -- taskset -c 0 spe-workload 300 2>&1)
-    rm -f /tmp/warm-up.data
-else
-    warm=$(taskset -c 0 spe-workload 300 2>&1)
-fi
+warm=$(run 300 /tmp/warm-up.data)
+rm -f /tmp/warm-up.data
 echo "SPE-RESULT warmup_ns=$(echo "$warm" | sed -n 's/.*workload_ns=\([0-9]*\).*/\1/p')"
-if [ -n "${spe_workload_perf+x}" ]; then
-    out=$(taskset -c 1 perf record -e "${spe_workload_event:-arm_spe_0//}" $spe_workload_perf -o /tmp/workload.data -- taskset -c 0 spe-workload $n 2>&1)
-    rc=$?
-else
-    out=$(taskset -c 0 spe-workload $n 2>&1)
-    rc=$?
-fi
+out=$(run $n /tmp/workload.data)
+rc=$?
 echo "$out"
 got=$(echo "$out" | sed -n 's/.*workload_iterations=\([0-9]*\).*/\1/p')
 pa0=$(echo "$out" | sed -n 's/.*workload_array_pa0=\(0x[0-9a-f]*\).*/\1/p')

@@ -261,6 +261,13 @@ static int others(uint64_t iterations)
 
 int main(int argc, char **argv)
 {
+    if (argc > 2 && !strcmp(argv[1], "branches")) {
+        if (branches(argv[2])) {
+            perror(argv[2]);
+            return 1;
+        }
+        return 0;
+    }
     /* Touch every page first so each has a physical address (and no
      * sampled load of the loops faults on it). */
     for (uint32_t off = 0; off < ARRAY_BYTES; off += PAGE)
@@ -269,13 +276,6 @@ int main(int argc, char **argv)
         return loads(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
     if (argc > 1 && !strcmp(argv[1], "others"))
         return others(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
-    if (argc > 2 && !strcmp(argv[1], "branches")) {
-        if (branches(argv[2])) {
-            perror(argv[2]);
-            return 1;
-        }
-        return 0;
-    }
 
     uint64_t iterations = argc > 1 ? strtoull(argv[1], NULL, 0) : 200;
     uint64_t seconds = argc > 2 ? strtoull(argv[2], NULL, 0) : 0;
