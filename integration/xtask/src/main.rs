@@ -50,6 +50,15 @@ fn real_main(args: &[String]) -> Result<bool> {
         return Ok(false);
     };
     let rest = &args[1..];
+    let options: &[&str] = match cmd.as_str() {
+        "test" => &["--no-lint"],
+        "run" => &["--no-backend", "--spe"],
+        "bench-overhead" => &["--runs", "--pin"],
+        _ => &[],
+    };
+    if wants_help(cmd, rest, options)? {
+        return Ok(true);
+    }
     match cmd.as_str() {
         "setup" => {
             let paths = Paths::discover()?;
@@ -121,6 +130,22 @@ fn real_main(args: &[String]) -> Result<bool> {
         }
         other => bail!("unknown command {other:?}\n{USAGE}"),
     }
+}
+
+/// Prints the usage for `-h`/`--help` anywhere after the command, and
+/// refuses options the command does not take: a mistyped option must not
+/// start a ten-minute run that ignores it.
+fn wants_help(cmd: &str, rest: &[String], options: &[&str]) -> Result<bool> {
+    for a in rest.iter().filter(|a| a.starts_with('-')) {
+        if a == "-h" || a == "--help" {
+            println!("{USAGE}");
+            return Ok(true);
+        }
+        if !options.contains(&a.as_str()) {
+            bail!("{cmd}: unknown option {a:?}\n{USAGE}");
+        }
+    }
+    Ok(false)
 }
 
 /// Set-up, the backend binary and the guest image: everything a run needs.
