@@ -30,7 +30,8 @@ const USAGE: &str = "usage: cargo xtask <command>
   bench-overhead [--runs N] [--pin]
                      time the guest workload with SPE off, on, and sampling;
                      print a markdown table; --pin: QEMU's vCPU 0 thread
-                     alone on host CPU 0, everything else on the others";
+                     alone on the first host CPU this process may use,
+                     everything else on the others";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
