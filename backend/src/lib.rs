@@ -7,6 +7,8 @@
 //! [`ring`] and the [`synthetic`] operation source).
 
 pub mod decode;
+#[cfg(test)]
+mod desc_chain;
 pub mod fuzzing;
 pub mod qemu;
 pub mod ring;

@@ -655,9 +655,8 @@ pub fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::desc_chain::desc_chain;
     use spe_protocol::virtio::{Config, VIRTIO_SPE_CONFIG_SIZE};
-    use virtio_bindings::virtio_ring::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
-    use virtio_queue::desc::{split::Descriptor as SplitDescriptor, RawDescriptor};
     use virtio_queue::mock::MockSplitQueue;
     use vm_memory::{Bytes, GuestAddress};
 
@@ -715,24 +714,9 @@ mod tests {
 
         /// Posts a chain of (addr, len, writable) descriptors at table index `first`.
         fn post(&self, base: GuestAddress, first: u16, descs: &[(u64, u32, bool)]) {
-            let raw: Vec<RawDescriptor> = descs
-                .iter()
-                .enumerate()
-                .map(|(i, &(addr, len, w))| {
-                    let last = i + 1 == descs.len();
-                    let mut flags = if w { VRING_DESC_F_WRITE as u16 } else { 0 };
-                    if !last {
-                        flags |= VRING_DESC_F_NEXT as u16;
-                    }
-                    RawDescriptor::from(SplitDescriptor::new(
-                        addr,
-                        len,
-                        flags,
-                        if last { 0 } else { first + i as u16 + 1 },
-                    ))
-                })
-                .collect();
-            self.queue(base).add_desc_chains(&raw, first).unwrap();
+            self.queue(base)
+                .add_desc_chains(&desc_chain(first, descs), first)
+                .unwrap();
         }
 
         /// Posts a control buffer with these requests and room for

@@ -26,11 +26,13 @@ use vhost_device_spe::spu::translate::Granule;
 use vhost_device_spe::spu::Features;
 use vhost_device_spe::synthetic::TEXT_BASE;
 use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
-use virtio_bindings::virtio_ring::{VRING_DESC_F_NEXT, VRING_DESC_F_WRITE};
-use virtio_queue::desc::{split::Descriptor as SplitDescriptor, RawDescriptor};
 use virtio_queue::mock::MockSplitQueue;
 use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryBackend, GuestMemoryMmap};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+
+#[path = "../src/desc_chain.rs"]
+mod desc_chain;
+use desc_chain::desc_chain;
 
 const BIN: &str = env!("CARGO_BIN_EXE_vhost-device-spe");
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -323,21 +325,8 @@ impl Vm {
         let first = self.next_desc[q as usize];
         // The mock does not wrap its avail ring: stay within one lap.
         assert!(first as usize + descs.len() <= QSIZE as usize);
-        let raw: Vec<RawDescriptor> = descs
-            .iter()
-            .enumerate()
-            .map(|(i, &(addr, len, w))| {
-                let last = i + 1 == descs.len();
-                let mut flags = if w { VRING_DESC_F_WRITE as u16 } else { 0 };
-                if !last {
-                    flags |= VRING_DESC_F_NEXT as u16;
-                }
-                let next = if last { 0 } else { first + i as u16 + 1 };
-                RawDescriptor::from(SplitDescriptor::new(addr, len, flags, next))
-            })
-            .collect();
         self.queues[q as usize]
-            .add_desc_chains(&raw, first)
+            .add_desc_chains(&desc_chain(first, descs), first)
             .unwrap();
         self.next_desc[q as usize] += descs.len() as u16;
         self.kicks[q as usize].write(1).unwrap();
