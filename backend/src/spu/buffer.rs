@@ -11,7 +11,7 @@ use super::translate::{self, Fault, Mapping, Stage1, Tables};
 use super::unpredictable as cu;
 use super::{SampleOutcome, Spu};
 use spe_protocol::regs::*;
-use vm_memory::{Bytes, GuestAddress, GuestMemory, Permissions};
+use vm_memory::{Bytes, GuestAddress, GuestMemory, GuestMemoryBackend, Permissions};
 
 /// The SPU's one-entry TLB: the last Profiling Buffer page translated.
 /// Invalidated by any write to the buffer registers, a new context or new
@@ -120,7 +120,9 @@ impl Spu {
                 .buffer_translate(va.wrapping_add(done as u64), mem)
                 .map_err(WriteError::Translation)?;
             let take = (len - done).min(usize::try_from(m.len).unwrap_or(usize::MAX));
-            if !mem.check_range(GuestAddress(m.pa), take, Permissions::Write) {
+            if !in_one_region(mem, m.pa, take)
+                && !mem.check_range(GuestAddress(m.pa), take, Permissions::Write)
+            {
                 return Err(WriteError::ExternalAbort);
             }
             // Records are at most 2 KiB and pages at least 4 KiB, so a
@@ -158,10 +160,10 @@ impl Spu {
         };
         let mut off = 0;
         for &(pa, n) in chunks.iter().take_while(|c| c.1 != 0) {
-            if mem
-                .write_slice(&self.record[off..off + n], GuestAddress(pa))
-                .is_err()
-            {
+            let bytes = &self.record[off..off + n];
+            let written = write_in_one_region(mem, pa, bytes)
+                || mem.write_slice(bytes, GuestAddress(pa)).is_ok();
+            if !written {
                 // check_range passed, so only a concurrent unplug gets here.
                 self.debug_write_fault(WriteError::ExternalAbort);
                 return SampleOutcome::Fault;
@@ -252,3 +254,26 @@ impl Spu {
 
 #[cfg(test)]
 mod tests;
+
+/// Writes `bytes` at `pa` when they land in one guest RAM region, as a
+/// record's chunk nearly always does. Going straight to the region costs
+/// a fraction of the general range check and write, which iterate over
+/// regions (half the time of a record, by the record_path bench).
+fn write_in_one_region<M: GuestMemory>(mem: &M, pa: u64, bytes: &[u8]) -> bool {
+    match mem
+        .physical_memory()
+        .map(|pm| pm.get_slice(GuestAddress(pa), bytes.len()))
+    {
+        Some(Ok(slice)) => {
+            slice.copy_from(bytes);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Whether [pa, pa + len) lies in one guest RAM region.
+fn in_one_region<M: GuestMemory>(mem: &M, pa: u64, len: usize) -> bool {
+    mem.physical_memory()
+        .is_some_and(|pm| pm.get_slice(GuestAddress(pa), len).is_ok())
+}

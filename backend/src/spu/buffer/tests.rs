@@ -206,3 +206,26 @@ fn stage2_identity_lets_records_through() {
         .unwrap();
     assert_eq!(got, spu.last_record());
 }
+
+#[test]
+fn a_record_across_two_ram_regions_lands_whole() {
+    // Guest RAM in two regions that meet inside a buffer page, so the
+    // record's one chunk takes the general write rather than one slice.
+    let split = BUF_PA + 0x800;
+    let m = Mem::from_ranges(&[
+        (GuestAddress(0), split as usize),
+        (GuestAddress(split), (8 << 20) - split as usize),
+    ])
+    .unwrap();
+    let (mut spu, _) = linux_spu(&m, Features::default(), 1);
+    program(&mut spu, BUF_VA + 0x800 - 8, BUF_VA + 4096);
+    let out = spu.sample(&load(0x1000, 0x2000), &m);
+    let SampleOutcome::Written { bytes, .. } = out else {
+        panic!("{out:?}")
+    };
+    let rec = spu.last_record().to_vec();
+    let mut landed = vec![0u8; bytes];
+    m.read_slice(&mut landed, GuestAddress(split - 8)).unwrap();
+    assert_eq!(landed, rec);
+    assert_eq!(spu.regs().pmbptr, BUF_VA + 0x800 - 8 + bytes as u64);
+}
