@@ -177,7 +177,7 @@ pub fn table(rows: &[(&str, Outcome)]) -> String {
 pub fn run(rig: &Rig, runs: usize) -> Result<bool> {
     let configs = configs();
     if rig.pin_vcpu0 {
-        eprintln!("==> every run: QEMU's vCPU 0 thread alone on host CPU 0");
+        eprintln!("==> every run: QEMU's vCPU 0 thread alone on the first allowed host CPU");
     }
     let mut outcomes: Vec<Outcome> = configs
         .iter()

@@ -150,7 +150,7 @@ pub struct Rig {
     pub initrd: PathBuf,
     pub backend: PathBuf,
     pub runs_dir: PathBuf,
-    /// Give QEMU's vCPU 0 thread host CPU 0 to itself (the bench's
+    /// Give QEMU's vCPU 0 thread a host CPU to itself (the bench's
     /// `--pin`): see [`pin_vcpu0`].
     pub pin_vcpu0: bool,
 }
@@ -382,10 +382,9 @@ impl Rig {
 
 /// Gives QEMU's vCPU 0 thread (`CPU 0/TCG`) the first host CPU this
 /// process may use to itself, and every other thread of QEMU and of the
-/// backend the other allowed host CPUs, so
-/// that what the guest's perf and the backend do on other host CPUs does
-/// not take the profiled vCPU's. The vCPU threads exist once QEMU has
-/// realized its CPUs, before the guest runs.
+/// backend the other allowed host CPUs, so that what the guest's perf and
+/// the backend do does not take the profiled vCPU's host CPU. The vCPU
+/// threads exist once QEMU has realized its CPUs, before the guest runs.
 fn pin_vcpu0(qemu: u32, backend: Option<u32>) -> Result<()> {
     // The CPUs this process may use, which need not be 0..n-1 (a cpuset).
     let status = read_lossy(Path::new("/proc/self/status"));
