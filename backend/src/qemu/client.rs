@@ -6,6 +6,7 @@ use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::time::Duration;
 
 use spe_protocol::channel::{
     self, Header, Hello, HelloReply, MemRegion, MemTable, MsgType, RingSetup, Status, SysregAccess,
@@ -14,6 +15,10 @@ use spe_protocol::channel::{
 use spe_protocol::regs::{PeContext, SysReg, TranslationRegs};
 use vmm_sys_util::eventfd::EventFd;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
+
+/// How long a request polls for its reply before it sleeps in `read`: what
+/// QEMU's vCPU threads do (`SPE_REPLY_SPIN_NS`).
+const REPLY_SPIN: Duration = Duration::from_micros(50);
 
 fn bad(e: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e.to_string())
@@ -70,6 +75,8 @@ impl Client {
         msg.extend_from_slice(&Header::request(t, vcpu, payload.len()).to_bytes());
         msg.extend_from_slice(payload);
         self.send_raw(&msg, fds)?;
+        // Poll before the blocking read, as QEMU's vCPUs do.
+        super::input_within(&self.stream, REPLY_SPIN);
         // Replies have a fixed size per type and arrive in one write, so
         // one read usually gets all of it (this is the latency path).
         let want = match t {
