@@ -980,3 +980,27 @@ impl MutEventSubscriber for Server {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn input_within_sees_waiting_input_hangup_and_nothing() {
+        let (a, mut b) = UnixStream::pair().unwrap();
+        // Nothing sent: false once the time is up, not before.
+        let t = Instant::now();
+        assert!(!input_within(&a, Duration::from_millis(2)));
+        assert!(t.elapsed() >= Duration::from_millis(2));
+        // A request waiting: true at once, and the poll does not consume it.
+        b.write_all(&[7]).unwrap();
+        assert!(input_within(&a, Duration::ZERO));
+        let mut byte = [0u8];
+        (&a).read_exact(&mut byte).unwrap();
+        assert_eq!(byte, [7]);
+        // The peer gone: true, so that the caller reads and sees it closed.
+        drop(b);
+        assert!(input_within(&a, Duration::ZERO));
+    }
+}
