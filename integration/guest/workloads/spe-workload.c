@@ -7,6 +7,7 @@
  *   spe-workload [ITERATIONS [SECONDS [PAGEMAP]]]
  *   spe-workload loads PASSES
  *   spe-workload others ITERATIONS
+ *   spe-workload faults ITERATIONS
  *   spe-workload branches FILE
  *
  * Runs until ITERATIONS passes (default 200) or SECONDS of wall time,
@@ -24,6 +25,11 @@
  * instructions ITERATIONS times, so a sample's PC alone gives its
  * operation's index in the loop.
  *
+ * `faults` mode runs the same adds behind a load from a page it has not
+ * touched yet and a step to the next page, FAULTS_OPS operations a pass,
+ * so that every pass starts its TB with a page fault (taken at EL1) and
+ * then runs on; it reports the page faults it took.
+ *
  * `branches` mode runs nothing: it writes the direct branches in and after
  * spe_workload_strided and spe_workload_branchy to FILE, one
  * `0xPC 0xTARGET` line each, decoded from the binary's own code, so that a
@@ -39,6 +45,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 #define ARRAY_BYTES (4u << 20)
 #define STRIDE 64u
@@ -138,6 +146,30 @@ __attribute__((noinline)) void spe_workload_others(uint64_t n)
                      : [n] "+r"(n)
                      :
                      : "x9", "cc");
+}
+
+/* The faults mode's loop: a load from the page at @p, which faults the
+ * first time, @p to the next page, then the others mode's adds and loop
+ * instructions; it starts at the global label spe_workload_faults_loop. */
+#define FAULTS_OPS (OTHERS_ADDS + 4)
+extern const char spe_workload_faults_loop[];
+
+__attribute__((noinline)) void spe_workload_faults(uint64_t n, const char *p)
+{
+    if (!n)
+        return;
+    __asm__ volatile(".global spe_workload_faults_loop\n"
+                     "spe_workload_faults_loop:\n"
+                     "ldr x10, [%[p]]\n"
+                     "add %[p], %[p], #4096\n"
+                     ".rept " STR(OTHERS_ADDS) "\n"
+                     "add x9, x9, #1\n"
+                     ".endr\n"
+                     "subs %[n], %[n], #1\n"
+                     "b.ne spe_workload_faults_loop\n"
+                     : [n] "+r"(n), [p] "+r"(p)
+                     :
+                     : "x9", "x10", "cc", "memory");
 }
 
 /* The physical address of the page holding @va, from /proc/self/pagemap
@@ -259,6 +291,34 @@ static int others(uint64_t iterations)
     return 0;
 }
 
+/* `faults` mode: ITERATIONS runs of spe_workload_faults's loop, each on a
+ * page of a fresh mapping (no huge pages, so that each page faults). */
+static int faults(uint64_t iterations)
+{
+    size_t len = iterations * PAGE;
+    char *p = mmap(NULL, len ? len : PAGE, PROT_READ,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    struct rusage before, after;
+
+    if (p == MAP_FAILED || madvise(p, len ? len : PAGE, MADV_NOHUGEPAGE)) {
+        perror("faults");
+        return 1;
+    }
+    printf("SPE-RESULT workload_others_pc=%p workload_others_ops=%u\n",
+           (const void *)spe_workload_faults_loop, FAULTS_OPS);
+    fflush(stdout);
+    getrusage(RUSAGE_SELF, &before);
+    uint64_t start = now_ns();
+    spe_workload_faults(iterations, p);
+    uint64_t ns = now_ns() - start;
+    getrusage(RUSAGE_SELF, &after);
+    printf("SPE-RESULT workload_iterations=%llu workload_ns=%llu "
+           "workload_faults=%ld\n",
+           (unsigned long long)iterations, (unsigned long long)ns,
+           after.ru_minflt - before.ru_minflt);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 2 && !strcmp(argv[1], "branches")) {
@@ -276,6 +336,8 @@ int main(int argc, char **argv)
         return loads(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
     if (argc > 1 && !strcmp(argv[1], "others"))
         return others(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
+    if (argc > 1 && !strcmp(argv[1], "faults"))
+        return faults(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
 
     uint64_t iterations = argc > 1 ? strtoull(argv[1], NULL, 0) : 200;
     uint64_t seconds = argc > 2 ? strtoull(argv[2], NULL, 0) : 0;

@@ -1,6 +1,7 @@
 //! Host checks of issue 6's proofs: the guest scenarios that show where
 //! SPE records land (`spe-profile`, `spe-filter-load`, `spe-min-latency`,
-//! `spe-jitter`, `spe-interval-others`, `spe-smp2-pinned`). Each guest
+//! `spe-jitter`, `spe-interval-others`, `spe-interval-faults`,
+//! `spe-smp2-pinned`). Each guest
 //! script judges its own records and reports the numbers; these checks
 //! hold the numbers to the same bounds, so a script that passes without
 //! them (or on too few records) still fails.
@@ -218,6 +219,15 @@ pub fn check_spe_interval_others(out: &RunOutput) -> Result<(), String> {
     j.finish()
 }
 
+/// As `check_spe_interval_others`, in a loop whose every pass takes a page
+/// fault (at least 1000 of them).
+pub fn check_spe_interval_faults(out: &RunOutput) -> Result<(), String> {
+    let mut j = Judge::new(out);
+    j.want("faults", ">= 1000", |v| v >= 1000.0);
+    j.finish()?;
+    check_spe_interval_others(out)
+}
+
 /// Two vCPUs; each CPU's workload records are from the workload pinned
 /// there (at least 500 of them).
 pub fn check_spe_smp2_pinned(out: &RunOutput) -> Result<(), String> {
@@ -370,6 +380,23 @@ mod tests {
                 ("spacings", "12"),
                 ("loop_other_records", "0"),
                 ("bad", "3"),
+            ],
+        );
+    }
+
+    #[test]
+    fn interval_faults_needs_the_faults_and_every_spacing_exact() {
+        accepts_and_rejects(
+            check_spe_interval_faults,
+            "loop_records=4001 loop_other_records=4000 outside_records=34 \
+             spacings=3999 spacing_min=1025 spacing_max=1025 spacing_wrong=0 \
+             faults=1001 bad=0",
+            "",
+            &[
+                ("faults", "3"),
+                ("spacing_wrong", "2"),
+                ("spacing_max", "1536"),
+                ("loop_other_records", "0"),
             ],
         );
     }

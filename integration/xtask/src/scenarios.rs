@@ -181,6 +181,7 @@ pub fn all() -> Vec<Scenario> {
             }),
             ..proof("spe-interval-others", proofs::check_spe_interval_others)
         },
+        proof("spe-interval-faults", proofs::check_spe_interval_faults),
         proof("spe-smp2-pinned", proofs::check_spe_smp2_pinned),
         Scenario {
             name: "pmu-snapshot",
