@@ -12,36 +12,8 @@ taskset -p -c 0 $$ > /dev/null
 d=/tmp/others.data
 spe_record $d "arm_spe_0/jitter=0/u" -c $P -- taskset -c 1 spe-workload others 1000 || return
 spe_table $d
-kv=$(awk -v pc0="$(spe_value $d.log workload_others_pc)" \
-    -v ops="$(spe_value $d.log workload_others_ops)" -v P=$P '
-    BEGIN { pc0 += 0; ops += 0 }
-    {
-        pc = $5 + 0
-        if ($4 != "el0" || pc < pc0 || pc >= pc0 + 4 * ops) { outside++; delete last; next }
-        k = (pc - pc0) / 4
-        if ($2 == "B") branch++; else if ($2 != "LD" && $2 != "ST") other++
-        if ($1 in last) {
-            dl = (k - last[$1] + ops) % ops
-            cnt++
-            if (dl != P + 1 && ++odd <= 5)
-                printf "%d operations between loop indexes %d and %d, TS %s -> %s\n",
-                    dl, last[$1], k, ts[$1], $10 > "/dev/stderr"
-            if (cnt == 1 || dl < min) min = dl
-            if (dl > max) max = dl
-        }
-        last[$1] = k; ts[$1] = $10
-    }
-    END {
-        printf "loop_records=%d loop_other_records=%d loop_branch_records=%d ",
-            NR - outside, other, branch
-        printf "outside_records=%d spacings=%d spacing_min=%d spacing_max=%d spacing_wrong=%d\n",
-            outside, cnt, min, max, odd
-    }' $d.tab)
+kv=$(spe_loop_spacings $d $P)
 result $kv bad=$spe_bad
 eval "$kv bad=$spe_bad"
-why=
-[ "$spacings" -ge 2000 ] || why="$why; only $spacings spacings"
-[ "$loop_other_records" -ge 2000 ] || why="$why; only $loop_other_records records of the adds"
-[ "$spacing_wrong$bad" = 00 ] ||
-    why="$why; $spacing_wrong spacings in [$spacing_min, $spacing_max] are not $((P + 1)), $bad decoder errors"
+why=$(spe_spacings_why $P)
 if [ -z "$why" ]; then pass; else fail "${why#; }"; fi

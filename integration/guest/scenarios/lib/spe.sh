@@ -94,3 +94,52 @@ spe_classes() {
     awk '{ n[$2 == "LD" || $2 == "ST" || $2 == "B" ? $2 : "other"]++ }
         END { printf "ld=%d st=%d br=%d other=%d\n", n["LD"], n["ST"], n["B"], n["other"] }' "$1.tab"
 }
+
+# spe_loop_spacings DATA P [UNCHECKED]: the spacings, in operations,
+# between consecutive samples (per CPU) inside a workload loop of
+# workload_others_ops operations from workload_others_pc (DATA.log), a
+# record's loop index being its PC's; a record outside the loop breaks
+# the chain. A spacing that starts at loop index UNCHECKED is not
+# checked. Prints `loop_records loop_other_records loop_branch_records
+# outside_records spacings spacing_min spacing_max spacing_wrong` (those
+# not P + 1) as key=value pairs, and up to 5 wrong ones on stderr.
+spe_loop_spacings() {
+    awk -v pc0="$(spe_value "$1.log" workload_others_pc)" \
+        -v ops="$(spe_value "$1.log" workload_others_ops)" -v P="$2" \
+        -v skip="${3:--1}" '
+    BEGIN { pc0 += 0; ops += 0 }
+    {
+        pc = $5 + 0
+        if ($4 != "el0" || pc < pc0 || pc >= pc0 + 4 * ops) { outside++; delete last; next }
+        k = (pc - pc0) / 4
+        if ($2 == "B") branch++; else if ($2 != "LD" && $2 != "ST") other++
+        if (($1 in last) && last[$1] != skip) {
+            dl = (k - last[$1] + ops) % ops
+            cnt++
+            if (dl != P + 1 && ++odd <= 5)
+                printf "%d operations between loop indexes %d and %d, TS %s -> %s\n",
+                    dl, last[$1], k, ts[$1], $10 > "/dev/stderr"
+            if (cnt == 1 || dl < min) min = dl
+            if (dl > max) max = dl
+        }
+        last[$1] = k; ts[$1] = $10
+    }
+    END {
+        printf "loop_records=%d loop_other_records=%d loop_branch_records=%d ",
+            NR - outside, other, branch
+        printf "outside_records=%d spacings=%d spacing_min=%d spacing_max=%d spacing_wrong=%d\n",
+            outside, cnt, min, max, odd
+    }' "$1.tab"
+}
+
+# spe_spacings_why P: why the spacings spe_loop_spacings gave (its pairs
+# and bad, already set) fail to show samples exactly P + 1 operations
+# apart in the loop's adds, as "; reason" items; nothing if they do not.
+spe_spacings_why() {
+    [ "$spacings" -ge 2000 ] || printf '; only %s spacings' "$spacings"
+    [ "$loop_other_records" -ge 2000 ] ||
+        printf '; only %s records of the adds' "$loop_other_records"
+    [ "$spacing_wrong$bad" = 00 ] ||
+        printf '; %s spacings in [%s, %s] are not %s, %s decoder errors' \
+            "$spacing_wrong" "$spacing_min" "$spacing_max" $(($1 + 1)) "$bad"
+}
