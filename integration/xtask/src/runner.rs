@@ -90,6 +90,18 @@ impl Drop for RemoveOnDrop {
     }
 }
 
+/// Where the sockets go: `tmp` (`$TMPDIR`) when it is a directory with
+/// room for a socket name under the 108-byte limit, else `/tmp`, so a long
+/// or missing `$TMPDIR` does not fail a run.
+pub fn socket_dir(tmp: &Path) -> PathBuf {
+    const ROOM: usize = 108 - "/vhost-device-spe-4294967295-4294967295.sock".len() - 1;
+    if tmp.is_dir() && tmp.as_os_str().len() <= ROOM {
+        tmp.to_path_buf()
+    } else {
+        PathBuf::from("/tmp")
+    }
+}
+
 /// What to boot.
 #[derive(Clone, Debug)]
 pub struct GuestRun {
@@ -199,7 +211,7 @@ impl Rig {
         // Unix socket paths are limited to 108 bytes, and the checkout path
         // is not ours to choose: keep the socket in the temp directory.
         static SEQ: AtomicU32 = AtomicU32::new(0);
-        let socket = std::env::temp_dir().join(format!(
+        let socket = socket_dir(&std::env::temp_dir()).join(format!(
             "vhost-device-spe-{}-{}.sock",
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
@@ -590,6 +602,17 @@ pub fn decide(ending: &Ending, parsed: &Parsed, qemu_stderr: &str) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sockets_go_where_their_path_fits() {
+        let here = std::env::temp_dir();
+        assert_eq!(socket_dir(Path::new("/tmp")), Path::new("/tmp"));
+        let long = here.join("x".repeat(90));
+        fs::create_dir_all(&long).unwrap();
+        assert_eq!(socket_dir(&long), Path::new("/tmp"), "too long");
+        fs::remove_dir_all(&long).unwrap();
+        assert_eq!(socket_dir(Path::new("/no/such/dir")), Path::new("/tmp"));
+    }
 
     fn qemu_args(spe: Option<SpeRun>) -> Vec<String> {
         let rig = Rig {

@@ -5,6 +5,7 @@
 //! `.complete` file in the cache) so a second run with nothing changed only
 //! pays for a few `dpkg-query`/`apt-cache` calls.
 
+use crate::host::{self, is_root, privileged, BACKPORTS, SUITE};
 use crate::util::{run, run_logged, write_atomic, Step};
 use anyhow::{anyhow, bail, Context, Result};
 use sha2::{Digest, Sha256};
@@ -15,33 +16,7 @@ use std::process::Command;
 /// The QEMU release the patch series applies to.
 pub const QEMU_VERSION: &str = "10.0.2";
 const QEMU_TARBALL: &str = "qemu_10.0.2+ds.orig.tar.xz";
-const SUITE: &str = "bookworm";
-const BACKPORTS: &str = "bookworm-backports";
 const BACKPORTS_FILE: &str = "/etc/apt/sources.list.d/vhost-device-spe-backports.sources";
-
-/// Host packages for building QEMU, cross-building guest modules and packing
-/// the initramfs. `meson` and `python3-pycotap` must come from backports
-/// (bookworm's meson 1.0 is too old for QEMU 10).
-const HOST_PACKAGES: &[&str] = &[
-    "build-essential",
-    "pkg-config",
-    "git",
-    "bzip2",
-    "xz-utils",
-    "cpio",
-    "python3-venv",
-    "ninja-build",
-    "libglib2.0-dev",
-    "libpixman-1-dev",
-    "libslirp-dev",
-    "libfdt-dev",
-    "flex",
-    "bison",
-    "libcapstone-dev",
-    "gcc-aarch64-linux-gnu",
-    "binutils-aarch64-linux-gnu",
-];
-const BACKPORTS_PACKAGES: &[&str] = &["meson", "python3-pycotap"];
 
 /// The kernel modules the guest loads, in load order (Debian ships no
 /// modules.dep in an initramfs we build ourselves).
@@ -118,32 +93,25 @@ pub struct Env {
 pub fn setup(paths: &Paths) -> Result<Env> {
     check_host()?;
     let lists_changed = apt_sources()?;
-    apt_update_if_needed(lists_changed)?;
-    host_packages()?;
+    let fresh_lists = apt_update_if_needed(lists_changed)?;
+    host::packages(apt_update)?;
     let qemu = qemu(paths)?;
-    let c = candidates()?;
-    let guest = guest(paths, &c)?;
-    let perf = perf(paths, &c)?;
+    let guest_and_perf = || -> Result<(Guest, PathBuf)> {
+        let c = candidates()?;
+        Ok((guest(paths, &c)?, perf(paths, &c)?))
+    };
+    // Lists present but older than the mirror (a used machine's) name
+    // versions it no longer serves: refresh them once and resolve again.
+    let (guest, perf) = match guest_and_perf() {
+        Ok(x) => x,
+        Err(e) if !fresh_lists => {
+            eprintln!("==> {e:#}\n    refreshing the apt lists and trying again");
+            apt_update()?;
+            guest_and_perf()?
+        }
+        Err(e) => return Err(e),
+    };
     Ok(Env { qemu, guest, perf })
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
-
-/// A command that may change the system; goes through sudo unless root.
-fn privileged(program: &str) -> Command {
-    if is_root() {
-        Command::new(program)
-    } else {
-        let mut c = Command::new("sudo");
-        c.arg(program);
-        c
-    }
 }
 
 fn check_host() -> Result<()> {
@@ -187,10 +155,7 @@ pub fn backports_stanza(sources: &str) -> Result<String> {
 /// architecture. Returns whether anything changed, i.e. apt lists are stale.
 fn apt_sources() -> Result<bool> {
     let mut changed = false;
-    let wanted = backports_stanza(
-        &fs::read_to_string("/etc/apt/sources.list.d/debian.sources")
-            .context("apt sources: reading /etc/apt/sources.list.d/debian.sources")?,
-    )?;
+    let wanted = backports_stanza(&host::host_sources()?)?;
     if fs::read_to_string(BACKPORTS_FILE).ok().as_deref() != Some(wanted.as_str()) {
         let step = Step::new("apt sources: adding bookworm-backports");
         if is_root() {
@@ -239,11 +204,13 @@ fn lists_present() -> bool {
         && has("bookworm-backports", "binary-amd64_Packages")
 }
 
-fn apt_update_if_needed(changed: bool) -> Result<()> {
+/// Returns whether it updated the lists.
+fn apt_update_if_needed(changed: bool) -> Result<bool> {
     if !changed && lists_present() {
-        return Ok(());
+        return Ok(false);
     }
-    apt_update()
+    apt_update()?;
+    Ok(true)
 }
 
 fn apt_update() -> Result<()> {
@@ -253,77 +220,6 @@ fn apt_update() -> Result<()> {
         privileged("apt-get").args(["-q", "update"]),
     )?;
     step.done("done");
-    Ok(())
-}
-
-/// `dpkg-query` status of each package: those not fully installed.
-fn missing_packages(pkgs: &[&str]) -> Vec<String> {
-    let out = Command::new("dpkg-query")
-        .args(["-W", "-f", "${Package} ${db:Status-Abbrev}\n"])
-        .args(pkgs)
-        .output();
-    let installed: Vec<String> = match out {
-        Ok(o) => String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .filter(|l| l.ends_with(" ii ") || l.ends_with(" ii"))
-            .filter_map(|l| {
-                l.split_whitespace()
-                    .next()
-                    .map(|p| p.split(':').next().unwrap_or(p).to_string())
-            })
-            .collect(),
-        Err(_) => Vec::new(),
-    };
-    pkgs.iter()
-        .filter(|p| !installed.iter().any(|i| i == *p))
-        .map(|p| p.to_string())
-        .collect()
-}
-
-/// meson must be the backports one (>= 1.5); bookworm's 1.0 fails QEMU 10.
-fn meson_recent() -> bool {
-    let Ok(o) = Command::new("dpkg-query")
-        .args(["-W", "-f", "${Version}", "meson"])
-        .output()
-    else {
-        return false;
-    };
-    let v = String::from_utf8_lossy(&o.stdout);
-    let mut it = v
-        .split(['.', '-', '~', '+'])
-        .filter_map(|x| x.parse::<u32>().ok());
-    matches!((it.next(), it.next()), (Some(maj), Some(min)) if (maj, min) >= (1, 5))
-}
-
-fn host_packages() -> Result<()> {
-    let mut missing = missing_packages(HOST_PACKAGES);
-    let bp_missing = missing_packages(BACKPORTS_PACKAGES);
-    if missing.is_empty() && bp_missing.is_empty() && meson_recent() {
-        return Ok(());
-    }
-    // pkg/suite takes only these two from backports, everything else from
-    // bookworm proper.
-    missing.extend(
-        BACKPORTS_PACKAGES
-            .iter()
-            .map(|p| format!("{p}/{BACKPORTS}")),
-    );
-    let step = Step::new(format!("apt-get install {}", missing.join(" ")));
-    let install = |step_name: &str| {
-        run(
-            step_name,
-            privileged("apt-get")
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .args(["-q", "-y", "--no-install-recommends", "install"])
-                .args(&missing),
-        )
-    };
-    if install("apt-get install").is_err() {
-        // Stale lists are the usual cause: refresh once and retry.
-        apt_update()?;
-        install("apt-get install of the build and guest packages")?;
-    }
-    step.done("installed");
     Ok(())
 }
 
@@ -616,16 +512,16 @@ fn guest(paths: &Paths, c: &Candidates) -> Result<Guest> {
         let debs = kdir.join("debs");
         let _ = fs::remove_dir_all(&kdir);
         fs::create_dir_all(&debs)?;
-        run(
+        apt_download(
             "apt-get download of the guest kernel packages",
-            Command::new("apt-get").current_dir(&debs).args([
-                "download",
-                &image_pkg,
-                &format!("linux-headers-{kver}:arm64"),
-                &format!("linux-headers-{abi}-common"),
+            &debs,
+            &[
+                image_pkg,
+                format!("linux-headers-{kver}:arm64"),
+                format!("linux-headers-{abi}-common"),
                 // amd64: its scripts are host binaries.
-                &kbuild_pkg,
-            ]),
+                kbuild_pkg,
+            ],
         )?;
         unpack_debs(&debs, &root)?;
         fix_headers_makefile(&root, &kver, &abi)?;
@@ -644,11 +540,10 @@ fn guest(paths: &Paths, c: &Candidates) -> Result<Guest> {
         let debs = bdir.join("debs");
         let _ = fs::remove_dir_all(&bdir);
         fs::create_dir_all(&debs)?;
-        run(
+        apt_download(
             "apt-get download busybox-static:arm64",
-            Command::new("apt-get")
-                .current_dir(&debs)
-                .args(["download", "busybox-static:arm64"]),
+            &debs,
+            &["busybox-static:arm64".to_string()],
         )?;
         unpack_debs(&debs, &bdir.join("root"))?;
         write_atomic(&bcomplete, b"ok\n")?;
@@ -717,12 +612,13 @@ fn perf(paths: &Paths, c: &Candidates) -> Result<PathBuf> {
     let debs = dir.join("debs");
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&debs)?;
-    run(
+    apt_download(
         "apt-get download of linux-perf:arm64 and its libraries",
-        Command::new("apt-get")
-            .current_dir(&debs)
-            .arg("download")
-            .args(PERF_PACKAGES.iter().map(|p| format!("{p}:arm64"))),
+        &debs,
+        &PERF_PACKAGES
+            .iter()
+            .map(|p| format!("{p}:arm64"))
+            .collect::<Vec<_>>(),
     )?;
     unpack_debs(&debs, &root)?;
     let files = perf_closure(&root)?;
@@ -782,6 +678,18 @@ fn perf_closure(root: &Path) -> Result<Vec<String>> {
     files.sort();
     files.dedup();
     Ok(files)
+}
+
+/// `apt-get download` into `dir`.
+fn apt_download(step: &str, dir: &Path, pkgs: &[String]) -> Result<()> {
+    run(
+        step,
+        Command::new("apt-get")
+            .current_dir(dir)
+            .arg("download")
+            .args(pkgs),
+    )?;
+    Ok(())
 }
 
 fn unpack_debs(debs: &Path, root: &Path) -> Result<()> {
