@@ -73,24 +73,35 @@ pub const TOOLS: &[Tool] = &[
         packages: &["build-essential"],
     },
     Tool {
-        what: "pkg-config with QEMU's libraries",
+        what: "glib for QEMU (pkg-config glib-2.0)",
+        probe: Probe::Runs(&["pkg-config", "--exists", "glib-2.0"]),
+        packages: &["pkg-config", "libglib2.0-dev"],
+    },
+    Tool {
+        what: "pixman for QEMU (pkg-config pixman-1)",
+        probe: Probe::Runs(&["pkg-config", "--exists", "pixman-1"]),
+        packages: &["pkg-config", "libpixman-1-dev"],
+    },
+    Tool {
+        what: "slirp for QEMU (pkg-config slirp)",
+        probe: Probe::Runs(&["pkg-config", "--exists", "slirp"]),
+        packages: &["pkg-config", "libslirp-dev"],
+    },
+    Tool {
+        what: "capstone for QEMU (pkg-config capstone)",
+        probe: Probe::Runs(&["pkg-config", "--exists", "capstone"]),
+        packages: &["pkg-config", "libcapstone-dev"],
+    },
+    Tool {
+        // Debian's libfdt-dev has no .pc file; QEMU looks for the header
+        // and library.
+        what: "libfdt for QEMU (libfdt.h)",
         probe: Probe::Runs(&[
-            "pkg-config",
-            "--exists",
-            "glib-2.0",
-            "pixman-1",
-            "slirp",
-            "libfdt",
-            "capstone",
+            "sh",
+            "-c",
+            "echo '#include <libfdt.h>' | cc -E -x c - >/dev/null",
         ]),
-        packages: &[
-            "pkg-config",
-            "libglib2.0-dev",
-            "libpixman-1-dev",
-            "libslirp-dev",
-            "libfdt-dev",
-            "libcapstone-dev",
-        ],
+        packages: &["libfdt-dev"],
     },
     Tool {
         what: "git (applies qemu-patches/)",
