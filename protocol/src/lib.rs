@@ -4,6 +4,7 @@
 //! config space and queue messages.
 
 pub mod channel;
+pub mod control;
 mod le;
 pub mod op;
 pub mod packet;
