@@ -288,13 +288,14 @@ pub enum Trigger {
     NextRecord,
     /// The record after `count` more have been written.
     AfterRecords { count: u64 },
-    /// The first record that would reach `offset` bytes past the PMBPTR
-    /// value the buffer was last enabled with.
+    /// The first record that would write the byte `offset` bytes past the
+    /// PMBPTR value the buffer was last enabled with (so a buffer-full
+    /// there leaves PMBPTR at the last record boundary at or below it).
     AtByte {
         #[serde(with = "u64_or_hex")]
         offset: u64,
     },
-    /// The first record that would reach virtual address `va`.
+    /// The first record that would write the byte at virtual address `va`.
     AtVa {
         #[serde(with = "u64_or_hex")]
         va: u64,

@@ -156,6 +156,7 @@ impl Spu {
 
     /// `MRS Xt, <reg>` from the context's EL.
     pub fn read_sysreg(&mut self, reg: SysReg) -> Access<u64> {
+        self.note_register_access();
         let r = &self.regs;
         Ok(match self.route(reg)? {
             SysReg::PmscrEl1 | SysReg::PmscrEl12 => r.pmscr_el1,
@@ -276,6 +277,7 @@ impl Spu {
 
     /// `MSR <reg>, Xt` from the context's EL, with its side effects.
     pub fn write_sysreg(&mut self, reg: SysReg, value: u64) -> Access<()> {
+        self.note_register_access();
         let target = self.route(reg)?;
         let v = value & self.writable_mask(target);
         let r = &mut self.regs;
@@ -293,16 +295,22 @@ impl Spu {
             SysReg::PmsevfrEl1 => r.pmsevfr = v,
             SysReg::PmslatfrEl1 => r.pmslatfr = v,
             SysReg::PmblimitrEl1 => {
-                r.pmblimitr = v;
+                let old = std::mem::replace(&mut r.pmblimitr, v);
                 self.tlb.invalidate();
+                self.note_buffer_enable(old);
             }
             SysReg::PmbptrEl1 => {
                 r.pmbptr = v;
                 self.tlb.invalidate();
             }
-            SysReg::PmbsrEl1 => r.pmbsr_el1 = v,
-            SysReg::PmbsrEl2 => r.pmbsr_el2 = v,
-            SysReg::PmbsrEl3 => r.pmbsr_el3 = v,
+            SysReg::PmbsrEl1 | SysReg::PmbsrEl2 | SysReg::PmbsrEl3 => {
+                match target {
+                    SysReg::PmbsrEl1 => r.pmbsr_el1 = v,
+                    SysReg::PmbsrEl2 => r.pmbsr_el2 = v,
+                    _ => r.pmbsr_el3 = v,
+                }
+                self.note_pmbsr_write();
+            }
             SysReg::PmsdsfrEl1 => r.pmsdsfr = v,
             SysReg::PmbmarEl1 => r.pmbmar = v,
             SysReg::PmecrEl1 => r.pmecr = v,

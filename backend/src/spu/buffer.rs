@@ -82,6 +82,11 @@ impl Spu {
         (s1, s2)
     }
 
+    /// Whether the owning regime translates the buffer through stage 2.
+    pub(super) fn buffer_has_stage2(&self) -> bool {
+        self.buffer_regime().1.is_some()
+    }
+
     /// Translates a buffer address through the TLB and the owning regime.
     fn buffer_translate<M: GuestMemory>(&mut self, va: u64, mem: &M) -> Result<Mapping, Fault> {
         if let Some(m) = self.tlb.lookup(va) {
@@ -142,6 +147,9 @@ impl Spu {
     pub(crate) fn spe_write_to_buffer<M: GuestMemory>(&mut self, mem: &M) -> SampleOutcome {
         let len = self.record.len();
         let ptr = self.regs.pmbptr;
+        if !self.faults.is_empty() && self.check_record_triggers(ptr, len) {
+            return SampleOutcome::Fault;
+        }
         let limit = self.regs.pmblimitr & PMBLIMITR_EL1::LIMIT.mask();
         if u128::from(ptr) + len as u128 > u128::from(limit) {
             // Software broke RHXSYK: see unpredictable.rs.
@@ -170,7 +178,12 @@ impl Spu {
             }
             off += n;
         }
-        self.regs.pmbptr = ptr.wrapping_add(len as u64);
+        if !self.faults.is_empty() {
+            self.count_record_for_triggers();
+        }
+        if !self.pointer_stuck() {
+            self.regs.pmbptr = ptr.wrapping_add(len as u64);
+        }
         self.stats.records += 1;
         self.stats.bytes += len as u64;
         let full = self.spe_buffer_is_full();
@@ -180,7 +193,7 @@ impl Spu {
         SampleOutcome::Written { bytes: len, full }
     }
 
-    fn pmbsr_mut(&mut self, el: El) -> &mut u64 {
+    pub(super) fn pmbsr_mut(&mut self, el: El) -> &mut u64 {
         match el {
             El::El3 => &mut self.regs.pmbsr_el3,
             El::El2 => &mut self.regs.pmbsr_el2,

@@ -9,6 +9,7 @@
 mod access;
 mod buffer;
 mod enable;
+pub mod inject;
 mod sample;
 mod snapshot;
 pub mod tables;
@@ -314,6 +315,15 @@ pub struct Spu {
     /// xorshift state for `SPEGetRandomInterval`.
     rng: u64,
     stats: SpuStats,
+    /// Faults armed from the control socket, waiting for their triggers.
+    faults: Vec<inject::ArmedFault>,
+    /// Faults delivered, not yet reported.
+    delivered: Vec<inject::Delivered>,
+    /// PMBPTR when the buffer was last enabled (`at-byte` triggers).
+    buffer_base: u64,
+    irq_override: inject::IrqOverride,
+    /// Records left whose PMBPTR update is skipped (stuck-pointer).
+    stuck_records: u32,
 }
 
 impl Spu {
@@ -328,6 +338,11 @@ impl Spu {
             tlb: buffer::BufferTlb::default(),
             rng: 0x9E37_79B9_7F4A_7C15,
             stats: SpuStats::default(),
+            faults: Vec::new(),
+            delivered: Vec::new(),
+            buffer_base: 0,
+            irq_override: inject::IrqOverride::None,
+            stuck_records: 0,
         }
     }
 
@@ -385,8 +400,15 @@ impl Spu {
 
     /// Level of PMBIRQ: `SPEInterruptEnabled() && PMBSR_EL1.S`, as
     /// `SPECycle()` drives it.
+    /// Injected faults can force it either way (see `inject`).
     pub fn pmbirq(&self) -> bool {
-        self.spe_interrupt_enabled() && PMBSR::S.is_set(self.regs.pmbsr_el1)
+        match self.irq_override {
+            inject::IrqOverride::Spurious => true,
+            inject::IrqOverride::Lost => false,
+            inject::IrqOverride::None => {
+                self.spe_interrupt_enabled() && PMBSR::S.is_set(self.regs.pmbsr_el1)
+            }
+        }
     }
 
     /// The PMBSR of the EL that takes management events by default
