@@ -1,15 +1,19 @@
 //! `vhost-device-spe`: serves the virtio-spe device to QEMU over vhost-user
 //! and/or the SPE model to a patched QEMU over the QEMU control channel.
 
+mod ctl;
+
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use log::{error, info};
+use spe_protocol::control::Scenario;
 use vhost::vhost_user::Listener;
 use vhost_device_spe::spu::Features;
-use vhost_device_spe::{qemu, vhu_spe};
+use vhost_device_spe::{control, qemu, vhu_spe};
 
 /// Arm SPE and PMU-snapshot device model for QEMU guests.
 ///
@@ -81,6 +85,19 @@ struct ServeArgs {
     /// The VM's CPUs implement EL3 (QEMU `-M virt,secure=on`).
     #[arg(long)]
     el3: bool,
+
+    /// Unix socket for the host-side control interface (line-delimited
+    /// JSON, QMP-shaped): query the SPUs, arm faults, request PMU
+    /// snapshots, watch events. `vhost-device-spe ctl` is its client.
+    /// Serves the VM on --qemu-socket.
+    #[arg(long, value_name = "PATH", requires = "qemu_socket")]
+    control_socket: Option<PathBuf>,
+
+    /// JSON file of faults to arm for every VM that connects, and a seed
+    /// for the model's random numbers: {"seed": N, "faults": [arm-fault
+    /// arguments, ...]} (see protocol/README.md).
+    #[arg(long, value_name = "FILE", requires = "qemu_socket")]
+    scenario: Option<PathBuf>,
 }
 
 /// Modes other than serving.
@@ -91,6 +108,8 @@ enum Command {
         /// File holding raw SPE records, or `-` for stdin.
         input: String,
     },
+    /// Talk to a running backend's --control-socket.
+    Ctl(ctl::CtlArgs),
 }
 
 /// An interval PMSIDR_EL1.Interval can encode.
@@ -168,12 +187,32 @@ fn run_server(args: ServeArgs) -> ExitCode {
         }
     };
 
+    let hub = match control_hub(&args, &features) {
+        Ok(h) => h,
+        Err(e) => {
+            error!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // Before the channel, whose thread serves it, and dropped after it.
+    let _control = match (&args.control_socket, &hub) {
+        (Some(path), Some(hub)) => match control::spawn(path, hub.clone()) {
+            Ok(h) => Some(h),
+            Err(e) => {
+                error!("cannot listen on {}: {e}", path.display());
+                return ExitCode::FAILURE;
+            }
+        },
+        _ => None,
+    };
+
     // The QEMU channel first: its thread owns its socket and removes it
     // when the handle drops.
     let channel = match &args.qemu_socket {
         Some(path) => {
             let mut config = qemu::Config::new(features.clone());
             config.synthetic_rate = args.synthetic;
+            config.control = hub.clone();
             match qemu::spawn(path, config) {
                 Ok(h) => {
                     info!(
@@ -252,6 +291,37 @@ fn run_server(args: ServeArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The control socket's hub, when --control-socket or --scenario asks for
+/// one; a scenario file that does not parse is an error naming it.
+fn control_hub(args: &ServeArgs, features: &Features) -> Result<Option<Arc<control::Hub>>, String> {
+    if args.control_socket.is_none() && args.scenario.is_none() {
+        return Ok(None);
+    }
+    let scenario = match &args.scenario {
+        None => Scenario::default(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read the scenario {}: {e}", path.display()))?;
+            let s: Scenario = serde_json::from_str(&text)
+                .map_err(|e| format!("scenario {}: {e}", path.display()))?;
+            for a in &s.faults {
+                control::check(features, &a.kind)
+                    .map_err(|e| format!("scenario {}: {e}", path.display()))?;
+            }
+            info!(
+                "scenario {}: {} fault(s) armed for each VM{}",
+                path.display(),
+                s.faults.len(),
+                s.seed.map(|n| format!(", seed {n}")).unwrap_or_default()
+            );
+            s
+        }
+    };
+    control::Hub::new(features.clone(), scenario)
+        .map(|h| Some(Arc::new(h)))
+        .map_err(|e| format!("cannot create the control hub: {e}"))
+}
+
 fn decode(input: &str) -> ExitCode {
     let mut out = io::BufWriter::new(io::stdout().lock());
     let res = vhost_device_spe::decode::run(input, &mut out);
@@ -272,5 +342,6 @@ fn main() -> ExitCode {
     match cli.command {
         None => run_server(cli.serve),
         Some(Command::Decode { input }) => decode(&input),
+        Some(Command::Ctl(args)) => ctl::run(args),
     }
 }

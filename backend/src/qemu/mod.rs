@@ -37,6 +37,7 @@ use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 use vmm_sys_util::timerfd::TimerFd;
 
+use crate::control::Hub;
 use crate::ring::Consumer;
 use crate::spu::{Features, PmuCounters, Spu};
 use crate::synthetic::Synthetic;
@@ -58,6 +59,8 @@ pub struct Config {
     pub synthetic_rate: Option<u64>,
     /// Slots per vCPU ring announced in HELLO (a power of two).
     pub ring_slots: u32,
+    /// The control socket's hub (`--control-socket`, `--scenario`).
+    pub control: Option<Arc<Hub>>,
 }
 
 impl Config {
@@ -66,6 +69,7 @@ impl Config {
             features,
             synthetic_rate: None,
             ring_slots: channel::ring::DEFAULT_SLOTS,
+            control: None,
         }
     }
 }
@@ -130,9 +134,19 @@ pub fn spawn(path: &Path, config: Config) -> io::Result<Handle> {
         payload: vec![0; MAX_PAYLOAD as usize].into_boxed_slice(),
     };
     let stop = server.stop.clone();
+    // This thread serves the control socket's commands while it runs.
+    let control = server.cfg.control.clone();
+    if let Some(hub) = &control {
+        hub.attach();
+    }
     let thread = std::thread::Builder::new()
         .name("qemu-channel".into())
-        .spawn(move || run(server, &stop))?;
+        .spawn(move || {
+            run(server, &stop);
+            if let Some(hub) = control {
+                hub.detach();
+            }
+        })?;
     Ok(Handle {
         exit,
         thread: Some(thread),
@@ -165,6 +179,7 @@ const DOORBELL: u32 = 2;
 const TIMER: u32 = 3;
 const EXIT: u32 = 4;
 const DRAIN: u32 = 5;
+const CONTROL: u32 = 6;
 
 /// How often the rings are drained while any vCPU samples. QEMU rings the
 /// doorbell only when a ring is half full: each doorbell costs the vCPU
@@ -256,6 +271,7 @@ pub(crate) struct Vm {
     synthetic: Option<Synthetic>,
     /// Malformed ring slots seen (logged, skipped).
     bad_slots: u64,
+    control: Option<Arc<Hub>>,
 }
 
 struct Ring {
@@ -279,6 +295,7 @@ impl Vm {
             ring: None,
             synthetic: cfg.synthetic_rate.map(|r| Synthetic::new(vcpus, r)),
             bad_slots: 0,
+            control: cfg.control.clone(),
         }
     }
 
@@ -334,13 +351,18 @@ impl Vm {
     /// than in the reply to `requester`'s own request (which QEMU reads
     /// the state after).
     fn publish(&mut self, vcpu: u32, requester: Option<u32>) {
-        let Some(ring) = self.ring.as_mut() else {
-            return;
-        };
         let range = if vcpu == ALL_VCPUS {
             0..self.spus.len()
         } else {
             vcpu as usize..vcpu as usize + 1
+        };
+        if let Some(hub) = &self.control {
+            for v in range.clone() {
+                hub.report_delivered(v as u32, &mut self.spus[v]);
+            }
+        }
+        let Some(ring) = self.ring.as_mut() else {
+            return;
         };
         let mut signal = false;
         for v in range {
@@ -350,6 +372,9 @@ impl Vm {
                 ring.consumer.publish_irq(v as u32, level, spu.pmbsr());
                 ring.published[v] = level;
                 signal = true;
+                if let Some(hub) = &self.control {
+                    hub.report_irq(v as u32, level, spu);
+                }
                 debug!("vCPU {v} PMBIRQ {}", u8::from(level));
             }
             let state = spu.sampling_state();
@@ -516,6 +541,10 @@ impl Server {
                 "HELLO: {} vCPU(s), ring of {} slots each ({} bytes)",
                 hello.num_vcpus, reply.ring_slots, reply.ring_size
             );
+            let mut vm = vm;
+            if let Some(hub) = &self.cfg.control {
+                hub.vm_started(&mut vm.spus);
+            }
             if let Some(s) = &vm.synthetic {
                 crate::synthetic::arm(&mut self.timer).map_err(ConnError::Io)?;
                 ops.add(Events::with_data(&self.timer, TIMER, EventSet::IN))
@@ -740,6 +769,24 @@ impl Server {
         Ok(())
     }
 
+    /// Commands from the control socket, run between QEMU's requests.
+    fn on_control(&mut self) {
+        let Some(hub) = self.cfg.control.clone() else {
+            return;
+        };
+        match self.conn.as_mut().and_then(|c| c.vm.as_mut()) {
+            Some(vm) => {
+                // The rings first, so a query sees what QEMU sampled.
+                if let Err(e) = vm.drain(ALL_VCPUS) {
+                    warn!("draining before a control command: {e:?}");
+                }
+                hub.serve_calls(Some(&mut vm.spus));
+                vm.publish(ALL_VCPUS, None);
+            }
+            None => hub.serve_calls(None),
+        }
+    }
+
     fn on_timer(&mut self) {
         let Some(vm) = self.conn.as_mut().and_then(|c| c.vm.as_mut()) else {
             let _ = self.timer.wait();
@@ -932,6 +979,11 @@ impl MutEventSubscriber for Server {
                 self.stop.store(true, Ordering::Relaxed);
             }
         }
+        if let Some(hub) = &self.cfg.control {
+            if let Err(e) = ops.add(Events::with_data(hub.wake_fd(), CONTROL, EventSet::IN)) {
+                error!("QEMU channel: cannot watch the control socket's eventfd: {e}");
+            }
+        }
     }
 
     fn process(&mut self, events: Events, ops: &mut EventOps) {
@@ -964,6 +1016,7 @@ impl MutEventSubscriber for Server {
                 }
             }
             TIMER => self.on_timer(),
+            CONTROL => self.on_control(),
             DRAIN => {
                 if let Err(e) = self.on_drain() {
                     self.disconnect(ops, e);

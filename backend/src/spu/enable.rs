@@ -238,6 +238,61 @@ impl Spu {
         }
     }
 
+    /// Why `StatisticalProfilingEnabled(el)` is FALSE, in the terms of the
+    /// pseudocode's tests in their order; `None` when it is TRUE.
+    pub fn why_profiling_disabled(&self, el: El) -> Option<String> {
+        let (owning_ss, owning_el) = self.profiling_buffer_owner();
+        let ss = self.security_state_at_el(el);
+        if self.ctx.halted {
+            return Some("ProfilingBufferEnabled(): the PE is halted (Debug state)".into());
+        }
+        if !PMBLIMITR_EL1::E.is_set(self.regs.pmblimitr) {
+            return Some("ProfilingBufferEnabled(): PMBLIMITR_EL1.E is 0".into());
+        }
+        if self.spe_profiling_stopped() {
+            return Some(
+                "ProfilingBufferEnabled(): SPEProfilingStopped(), PMBSR.S is 1 (a management event is pending)"
+                    .into(),
+            );
+        }
+        if !self.profiling_buffer_enabled() {
+            return Some(format!(
+                "ProfilingBufferEnabled(): the buffer is owned by {} state, not the PE's",
+                state_name(owning_ss)
+            ));
+        }
+        if owning_el < el {
+            return Some(format!(
+                "EL{} is above the owning EL{}",
+                el as u8, owning_el as u8
+            ));
+        }
+        if self.tge_set() && owning_el == El::El1 {
+            return Some("HCR_EL2.TGE is 1 and EL1 owns the buffer".into());
+        }
+        if owning_ss != ss {
+            return Some(format!(
+                "EL{} is in {} state; the buffer is owned by {} state",
+                el as u8,
+                state_name(ss),
+                state_name(owning_ss)
+            ));
+        }
+        if self.statistical_profiling_enabled(el) {
+            return None;
+        }
+        Some(
+            match el {
+                El::El3 => "profiling is never enabled at EL3",
+                El::El2 => "PMSCR_EL2.E2SPE is 0",
+                El::El1 => "PMSCR_EL1.E1SPE is 0",
+                El::El0 if self.tge_set() => "PMSCR_EL2.E0HSPE is 0",
+                El::El0 => "PMSCR_EL1.E0SPE is 0",
+            }
+            .into(),
+        )
+    }
+
     /// `SPEProfilingStopped()`.
     pub fn spe_profiling_stopped(&self) -> bool {
         let r = &self.regs;

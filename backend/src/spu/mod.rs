@@ -398,6 +398,26 @@ impl Spu {
         self.stats
     }
 
+    pub fn reset_stats(&mut self) {
+        self.stats = SpuStats::default();
+    }
+
+    /// The PMU counter values a capture would copy now.
+    pub fn pmu_counters(&self) -> PmuCounters {
+        self.counters
+    }
+
+    /// Seeds the random numbers (`SPEGetRandomInterval`) of `vcpu`'s SPU,
+    /// so a scenario's runs draw the same ones.
+    pub fn seed(&mut self, seed: u64, vcpu: u32) {
+        let mut s = seed ^ (u64::from(vcpu) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        // xorshift's state must not be 0.
+        if s == 0 {
+            s = 0x9E37_79B9_7F4A_7C15;
+        }
+        self.rng = s;
+    }
+
     /// Level of PMBIRQ: `SPEInterruptEnabled() && PMBSR_EL1.S`, as
     /// `SPECycle()` drives it.
     /// Injected faults can force it either way (see `inject`).

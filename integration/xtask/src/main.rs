@@ -2,6 +2,7 @@
 //! arm64 guests under a patched QEMU. See integration/README.md.
 
 mod bench;
+mod faults;
 mod host;
 mod initramfs;
 mod proofs;

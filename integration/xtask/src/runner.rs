@@ -138,6 +138,8 @@ pub struct SpeRun {
     /// their exit check, and the virtual clock may only be read where a
     /// TB allows I/O.
     pub icount: bool,
+    /// The backend's `--scenario` file (faults to arm), as JSON text.
+    pub faults: Option<&'static str>,
 }
 
 impl SpeRun {
@@ -149,6 +151,7 @@ impl SpeRun {
             pmu_ss: false,
             min_interval: None,
             icount: false,
+            faults: None,
         }
     }
 }
@@ -238,6 +241,12 @@ impl Rig {
                     }
                     if let Some(rate) = spe.synthetic {
                         cmd.args(["--synthetic", &rate.to_string()]);
+                    }
+                    if let Some(json) = spe.faults {
+                        let file = dir.join("faults.json");
+                        fs::write(&file, json)
+                            .with_context(|| format!("writing {}", file.display()))?;
+                        cmd.arg("--scenario").arg(file);
                     }
                     if let Some(ops) = spe.min_interval {
                         cmd.args(["--min-interval", &ops.to_string()]);

@@ -21,6 +21,9 @@ pub enum Expect {
         reason: &'static str,
         console: &'static str,
     },
+    /// A fault scenario: the guest must pass and react as the case says
+    /// (see faults.rs).
+    Fault(&'static crate::faults::Case),
 }
 
 pub struct Scenario {
@@ -197,6 +200,10 @@ pub fn all() -> Vec<Scenario> {
             }),
         },
     ]
+    .into_iter()
+    // Issue 18: faults on demand and the driver's reaction.
+    .chain(crate::faults::scenarios())
+    .collect()
 }
 
 /// A full-emulation scenario without a synthetic source (the samples are
@@ -413,7 +420,8 @@ pub fn check_virtio_device(out: &RunOutput) -> Result<(), String> {
 pub fn evaluate(s: &Scenario, out: &RunOutput) -> Result<(), String> {
     match (&s.expect, &out.verdict) {
         (Expect::Pass(check), Verdict::Pass) => check(out),
-        (Expect::Pass(_), Verdict::Fail(r)) => Err(r.clone()),
+        (Expect::Fault(case), Verdict::Pass) => crate::faults::judge(case, out),
+        (Expect::Pass(_) | Expect::Fault(_), Verdict::Fail(r)) => Err(r.clone()),
         (Expect::RunnerFailure { .. }, Verdict::Pass) => {
             Err("the runner reported PASS for a run that must fail".into())
         }

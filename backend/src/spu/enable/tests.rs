@@ -544,3 +544,45 @@ fn collect_time_stamp_follows_pct() {
     spu.regs.pmscr_el1 &= !PMSCR_EL1::TS.mask();
     assert_eq!(spu.collect_time_stamp(El::El1), TimeStamp::None);
 }
+
+/// `why_profiling_disabled` answers exactly when profiling is disabled, for
+/// every combination of the inputs it names, and names the first test
+/// that fails.
+#[test]
+fn why_profiling_disabled_matches_statistical_profiling_enabled() {
+    for c in combos(&["x", "x", "x", "x", "x", "x", "x", "0bxx"]) {
+        let mut spu = spu_el2_el3();
+        let mut ctx = PeContext::default();
+        ctx.scr_el3 = SCR_EL3::NS.set(0, 1);
+        ctx.mdcr_el3 = MDCR_EL3::NSPB.set(0, 0b11);
+        ctx.hcr_el2 = HCR_EL2::TGE.set(0, c[5]);
+        ctx.mdcr_el2 = MDCR_EL2::E2PB.set(0, c[7]);
+        ctx.halted = c[6] == 1;
+        spu.set_context(ctx);
+        spu.regs.pmblimitr = c[0];
+        spu.regs.pmbsr_el1 = PMBSR::S.set(0, c[1]);
+        spu.regs.pmscr_el1 = PMSCR_EL1::E1SPE.set(PMSCR_EL1::E0SPE.set(0, c[3]), c[2]);
+        spu.regs.pmscr_el2 = PMSCR_EL2::E2SPE.set(0, c[4]);
+        for el in [El::El0, El::El1, El::El2, El::El3] {
+            let why = spu.why_profiling_disabled(el);
+            assert_eq!(
+                why.is_none(),
+                spu.statistical_profiling_enabled(el),
+                "{c:?} EL{}: {why:?}",
+                el as u8
+            );
+        }
+        if c[6] == 0 && c[0] == 0 {
+            assert!(spu
+                .why_profiling_disabled(El::El1)
+                .unwrap()
+                .contains("PMBLIMITR_EL1.E"));
+        }
+        if c[6] == 0 && c[0] == 1 && c[1] == 1 {
+            assert!(spu
+                .why_profiling_disabled(El::El1)
+                .unwrap()
+                .contains("PMBSR.S"));
+        }
+    }
+}

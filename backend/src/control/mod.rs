@@ -1,0 +1,523 @@
+//! The host-side control socket ([`spe_protocol::control`]): query the
+//! SPUs, arm faults, request PMU snapshots, and watch what happens.
+//!
+//! The SPUs belong to a front end's thread, which never takes a lock on
+//! its hot path. The [`Hub`] is what the socket's threads and the front
+//! end share: a client's command is queued and the front end is woken
+//! through an eventfd; it runs the command on its SPUs between two
+//! requests of its own and answers; what its SPUs did (faults delivered,
+//! PMBIRQ changes) goes back to every client as an event line. With no
+//! front end attached, commands run on the hub's own state (faults armed
+//! for the next VM).
+//!
+//! Nothing here knows QEMU: a front end hands over its `&mut [Spu]`.
+
+mod server;
+
+pub mod client;
+pub use server::{spawn, Handle};
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use log::{info, warn};
+use serde_json::{json, Value};
+use spe_protocol::control::{
+    command, event, ArmFault, ArmedFaultInfo, CancelArgs, ErrorBody, ErrorClass, FaultKind,
+    Greeting, Request, Scenario, ServerLine, Timestamp, Trigger, VcpuArgs, VcpuSel,
+};
+use spe_protocol::regs::{pmbsr_bsc, pmbsr_ec, El, PMBSR};
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+
+use crate::spu::inject::{check_fault, Delivered};
+use crate::spu::{CaptureOutcome, Features, Spu};
+
+/// How long a client waits for the front end to take its command.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+/// Event lines queued for one slow client before it misses some.
+const CLIENT_QUEUE: usize = 1024;
+
+/// A command waiting for the front end.
+struct Call {
+    req: Request,
+    reply: Sender<ServerLine>,
+}
+
+/// What the control socket and the front end share. See the module
+/// documentation.
+pub struct Hub {
+    features: Features,
+    inbox: Mutex<VecDeque<Call>>,
+    wake: EventFd,
+    /// Front ends that serve calls (0 or 1).
+    attached: AtomicUsize,
+    clients: Mutex<Vec<SyncSender<String>>>,
+    has_clients: AtomicBool,
+    next_id: AtomicU32,
+    /// Faults armed while no VM was connected, for the next one.
+    pending: Mutex<Vec<(u32, ArmFault)>>,
+    scenario: Scenario,
+}
+
+impl std::fmt::Debug for Hub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hub")
+            .field("attached", &self.attached)
+            .field("has_clients", &self.has_clients)
+            .field("scenario", &self.scenario)
+            .finish_non_exhaustive()
+    }
+}
+
+type Reply = Result<Value, ErrorBody>;
+
+fn err(class: ErrorClass, desc: impl Into<String>) -> ErrorBody {
+    ErrorBody {
+        class,
+        desc: desc.into(),
+    }
+}
+
+fn args<T: serde::de::DeserializeOwned + Default>(v: &Value) -> Result<T, ErrorBody> {
+    if v.is_null() {
+        return Ok(T::default());
+    }
+    serde_json::from_value(v.clone()).map_err(|e| err(ErrorClass::InvalidParameter, e.to_string()))
+}
+
+/// The vCPUs `sel` names among `n`.
+fn vcpus(sel: VcpuSel, n: usize) -> Result<std::ops::Range<usize>, ErrorBody> {
+    match sel {
+        VcpuSel::All => Ok(0..n),
+        VcpuSel::One(v) if (v as usize) < n => Ok(v as usize..v as usize + 1),
+        VcpuSel::One(v) => Err(err(
+            ErrorClass::InvalidParameter,
+            format!("vCPU {v} does not exist (the VM has {n})"),
+        )),
+    }
+}
+
+fn hex(v: u64) -> String {
+    format!("{v:#x}")
+}
+
+fn now() -> Timestamp {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamp {
+        seconds: d.as_secs(),
+        microseconds: d.subsec_micros(),
+    }
+}
+
+fn fault_name(kind: &FaultKind) -> Value {
+    serde_json::to_value(kind).unwrap_or(Value::Null)
+}
+
+impl Hub {
+    pub fn new(features: Features, scenario: Scenario) -> std::io::Result<Hub> {
+        Ok(Hub {
+            features,
+            inbox: Mutex::new(VecDeque::new()),
+            wake: EventFd::new(EFD_NONBLOCK)?,
+            attached: AtomicUsize::new(0),
+            clients: Mutex::new(Vec::new()),
+            has_clients: AtomicBool::new(false),
+            next_id: AtomicU32::new(1),
+            pending: Mutex::new(Vec::new()),
+            scenario,
+        })
+    }
+
+    /// The eventfd a front end watches: readable when commands wait.
+    pub fn wake_fd(&self) -> &EventFd {
+        &self.wake
+    }
+
+    /// A front end will serve calls from now on ([`Hub::serve_calls`]).
+    pub fn attach(&self) {
+        self.attached.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn detach(&self) {
+        self.attached.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Runs `req` (from a client thread): through the front end when one
+    /// is attached, else on the hub's own state.
+    pub(crate) fn call(&self, req: Request) -> ServerLine {
+        let id = req.id.clone();
+        if self.attached.load(Ordering::SeqCst) == 0 {
+            return line(self.execute(&req, None), id);
+        }
+        let (tx, rx) = mpsc::channel();
+        self.inbox
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push_back(Call { req, reply: tx });
+        let _ = self.wake.write(1);
+        match rx.recv_timeout(CALL_TIMEOUT) {
+            Ok(l) => l,
+            Err(_) => line(
+                Err(err(
+                    ErrorClass::GenericError,
+                    "the device model did not take the command in time",
+                )),
+                id,
+            ),
+        }
+    }
+
+    /// The front end's side: runs every queued command on `spus` (`None`:
+    /// no VM connected). Call when [`Hub::wake_fd`] is readable; then
+    /// publish PMBIRQ levels, since commands may change them.
+    pub fn serve_calls(&self, mut spus: Option<&mut [Spu]>) {
+        let _ = self.wake.read();
+        loop {
+            let call = self
+                .inbox
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop_front();
+            let Some(call) = call else {
+                break;
+            };
+            let id = call.req.id.clone();
+            let r = self.execute(&call.req, spus.as_deref_mut());
+            let _ = call.reply.send(line(r, id));
+        }
+    }
+
+    /// A VM connected with these SPUs: seed them, and arm the scenario's
+    /// faults and those armed while no VM was connected.
+    pub fn vm_started(&self, spus: &mut [Spu]) {
+        if let Some(seed) = self.scenario.seed {
+            for (v, spu) in spus.iter_mut().enumerate() {
+                spu.seed(seed, v as u32);
+            }
+        }
+        let mut arms: Vec<(u32, ArmFault)> = self
+            .scenario
+            .faults
+            .iter()
+            .map(|a| (self.next_id.fetch_add(1, Ordering::Relaxed), *a))
+            .collect();
+        arms.append(&mut self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        for (id, a) in arms {
+            match vcpus(a.vcpu, spus.len()) {
+                Ok(range) => {
+                    for v in range {
+                        spus[v].arm_fault(id, a.kind, a.trigger);
+                    }
+                    info!(
+                        "fault {id} armed: {}",
+                        serde_json::to_string(&a).unwrap_or_default()
+                    );
+                }
+                Err(e) => warn!("fault {id} not armed: {}", e.desc),
+            }
+        }
+    }
+
+    /// Whether any client listens for events.
+    pub fn has_clients(&self) -> bool {
+        self.has_clients.load(Ordering::Relaxed)
+    }
+
+    /// Reports (logs, and sends as events) the faults `vcpu`'s SPU
+    /// delivered since the last call.
+    pub fn report_delivered(&self, vcpu: u32, spu: &mut Spu) {
+        if spu.has_delivered() {
+            for d in spu.take_delivered() {
+                self.fault_delivered(vcpu, &d);
+            }
+        }
+    }
+
+    /// `vcpu`'s PMBIRQ changed to `level`: an event, and one for a buffer
+    /// full when that is why it rose.
+    pub fn report_irq(&self, vcpu: u32, level: bool, spu: &Spu) {
+        if !self.has_clients() {
+            return;
+        }
+        let pmbsr = spu.pmbsr();
+        self.emit(
+            event::PMBIRQ,
+            json!({"vcpu": vcpu, "level": level, "pmbsr": hex(pmbsr)}),
+        );
+        let full = PMBSR::S.is_set(pmbsr)
+            && PMBSR::EC.get(pmbsr) == pmbsr_ec::BUFFER
+            && PMBSR::BSC.get(pmbsr) == pmbsr_bsc::BUFFER_FILLED;
+        if level && full {
+            self.emit(
+                event::BUFFER_FULL,
+                json!({"vcpu": vcpu, "pmbsr": hex(pmbsr), "pmbptr": hex(spu.regs().pmbptr)}),
+            );
+        }
+    }
+
+    fn fault_delivered(&self, vcpu: u32, d: &Delivered) {
+        let kind = serde_json::to_string(&d.kind).unwrap_or_default();
+        match d.why {
+            None => info!(
+                "fault {} delivered on vCPU {vcpu}: {kind} PMBSR={:#x} PMBPTR={:#x}",
+                d.id, d.pmbsr, d.pmbptr
+            ),
+            Some(why) => warn!("fault {} not delivered on vCPU {vcpu}: {kind}: {why}", d.id),
+        }
+        self.emit(
+            event::FAULT_DELIVERED,
+            json!({
+                "id": d.id, "vcpu": vcpu, "fault": fault_name(&d.kind),
+                "delivered": d.delivered, "why": d.why,
+                "pmbsr": hex(d.pmbsr), "pmbptr": hex(d.pmbptr),
+            }),
+        );
+    }
+
+    /// Sends an event line to every client; a client whose queue is full
+    /// misses it, one that left is forgotten.
+    fn emit(&self, name: &str, data: Value) {
+        if !self.has_clients() {
+            return;
+        }
+        let l = ServerLine::Event {
+            event: name.into(),
+            data,
+            timestamp: now(),
+        };
+        let Ok(text) = serde_json::to_string(&l) else {
+            return;
+        };
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        clients.retain(|c| !matches!(c.try_send(text.clone()), Err(TrySendError::Disconnected(_))));
+        self.has_clients
+            .store(!clients.is_empty(), Ordering::Relaxed);
+    }
+
+    /// A new client: its queue of lines to write.
+    pub(crate) fn subscribe(&self) -> (SyncSender<String>, Receiver<String>) {
+        let (tx, rx) = mpsc::sync_channel(CLIENT_QUEUE);
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        clients.push(tx.clone());
+        self.has_clients.store(true, Ordering::Relaxed);
+        (tx, rx)
+    }
+
+    pub(crate) fn greeting() -> String {
+        serde_json::to_string(&ServerLine::Greeting(Greeting::current())).unwrap_or_default()
+    }
+
+    fn execute(&self, req: &Request, spus: Option<&mut [Spu]>) -> Reply {
+        let a = &req.arguments;
+        match req.execute.as_str() {
+            command::QUERY_VERSION => Ok(json!({
+                "version": Greeting::current().spe.version,
+                "commands": command::ALL,
+            })),
+            command::QUERY_SPU => {
+                let spus = need_vm(spus)?;
+                let sel: VcpuArgs = args(a)?;
+                let out: Vec<Value> = vcpus(sel.vcpu, spus.len())?
+                    .map(|v| spu_state(v, &spus[v]))
+                    .collect();
+                Ok(json!({ "vcpus": out }))
+            }
+            command::ARM_FAULT => {
+                let arm = ArmFault::from_value(if a.is_null() { json!({}) } else { a.clone() })
+                    .map_err(|e| err(ErrorClass::InvalidParameter, e))?;
+                check_fault(&self.features, &arm.kind)
+                    .map_err(|e| err(ErrorClass::Unsupported, e.0))?;
+                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+                let Some(spus) = spus else {
+                    if arm.trigger == Trigger::Now {
+                        return Err(err(
+                            ErrorClass::NoVm,
+                            "no VM is connected to deliver it now",
+                        ));
+                    }
+                    self.pending
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((id, arm));
+                    return Ok(json!({"id": id, "pending": true}));
+                };
+                let range = vcpus(arm.vcpu, spus.len())?;
+                if arm.trigger == Trigger::Now {
+                    if let Some(v) = range.clone().find(|&v| spus[v].spe_profiling_stopped()) {
+                        return Err(err(
+                            ErrorClass::InvalidParameter,
+                            format!("vCPU {v} has a management event pending (PMBSR.S = 1); a PE raises no other until software clears it"),
+                        ));
+                    }
+                }
+                for v in range {
+                    spus[v].arm_fault(id, arm.kind, arm.trigger);
+                }
+                info!(
+                    "fault {id} armed: {}",
+                    serde_json::to_string(&arm).unwrap_or_default()
+                );
+                Ok(json!({"id": id, "pending": false}))
+            }
+            command::QUERY_FAULTS => {
+                let mut out: Vec<ArmedFaultInfo> = self
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .map(|(id, a)| ArmedFaultInfo {
+                        id: *id,
+                        vcpu: None,
+                        kind: a.kind,
+                        trigger: a.trigger,
+                    })
+                    .collect();
+                for (v, spu) in spus.into_iter().flatten().enumerate() {
+                    out.extend(spu.armed_faults().iter().map(|f| ArmedFaultInfo {
+                        id: f.id,
+                        vcpu: Some(v as u32),
+                        kind: f.kind,
+                        trigger: f.trigger,
+                    }));
+                }
+                Ok(json!({ "faults": out }))
+            }
+            command::CANCEL_FAULT => {
+                let c: CancelArgs = serde_json::from_value(a.clone())
+                    .map_err(|e| err(ErrorClass::InvalidParameter, e.to_string()))?;
+                let mut found = false;
+                self.pending
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .retain(|(id, _)| {
+                        found |= *id == c.id;
+                        *id != c.id
+                    });
+                for spu in spus.into_iter().flatten() {
+                    found |= spu.cancel_fault(c.id);
+                }
+                if !found {
+                    return Err(err(
+                        ErrorClass::InvalidParameter,
+                        format!("no armed fault has id {}", c.id),
+                    ));
+                }
+                Ok(json!({}))
+            }
+            command::SNAPSHOT => {
+                let spus = need_vm(spus)?;
+                if !self.features.pmu_ss {
+                    return Err(err(
+                        ErrorClass::Unsupported,
+                        "this CPU profile has no FEAT_PMUv3_SS (use --cpu max)",
+                    ));
+                }
+                let sel: VcpuArgs = args(a)?;
+                let out: Vec<Value> = vcpus(sel.vcpu, spus.len())?
+                    .map(|v| {
+                        let spu = &mut spus[v];
+                        let counters = spu.pmu_counters();
+                        let outcome = match spu.external_snapshot_request(counters) {
+                            CaptureOutcome::Disabled => "disabled",
+                            CaptureOutcome::Prohibited => "prohibited",
+                            CaptureOutcome::Allowed { .. } => "captured",
+                        };
+                        json!({"vcpu": v, "outcome": outcome, "pmsscr": hex(spu.regs().pmsscr)})
+                    })
+                    .collect();
+                Ok(json!({ "vcpus": out }))
+            }
+            command::RESET_STATS => {
+                let spus = need_vm(spus)?;
+                let sel: VcpuArgs = args(a)?;
+                for v in vcpus(sel.vcpu, spus.len())? {
+                    spus[v].reset_stats();
+                }
+                Ok(json!({}))
+            }
+            other => Err(err(
+                ErrorClass::CommandNotFound,
+                format!("no command {other:?}; query-version lists them"),
+            )),
+        }
+    }
+}
+
+/// Whether the PE of `features` could produce `kind` (a scenario file's
+/// check at start-up).
+pub fn check(features: &Features, kind: &FaultKind) -> Result<(), String> {
+    check_fault(features, kind).map_err(|e| format!("{kind:?}: {}", e.0))
+}
+
+fn need_vm(spus: Option<&mut [Spu]>) -> Result<&mut [Spu], ErrorBody> {
+    spus.ok_or_else(|| err(ErrorClass::NoVm, "no VM is connected"))
+}
+
+fn line(r: Reply, id: Option<Value>) -> ServerLine {
+    match r {
+        Ok(ret) => ServerLine::Return { ret, id },
+        Err(error) => ServerLine::Error { error, id },
+    }
+}
+
+/// `query-spu`'s answer for one vCPU.
+fn spu_state(v: usize, spu: &Spu) -> Value {
+    let r = spu.regs();
+    let s = spu.stats();
+    let mut regs = serde_json::Map::new();
+    for (name, val) in [
+        ("PMSCR_EL1", r.pmscr_el1),
+        ("PMSCR_EL2", r.pmscr_el2),
+        ("PMSICR_EL1", r.pmsicr),
+        ("PMSIRR_EL1", r.pmsirr),
+        ("PMSFCR_EL1", r.pmsfcr),
+        ("PMSEVFR_EL1", r.pmsevfr),
+        ("PMSNEVFR_EL1", r.pmsnevfr),
+        ("PMSLATFR_EL1", r.pmslatfr),
+        ("PMSDSFR_EL1", r.pmsdsfr),
+        ("PMSIDR_EL1", spu.features().pmsidr()),
+        ("PMBIDR_EL1", spu.features().pmbidr()),
+        ("PMBLIMITR_EL1", r.pmblimitr),
+        ("PMBPTR_EL1", r.pmbptr),
+        ("PMBSR_EL1", r.pmbsr_el1),
+        ("PMBSR_EL2", r.pmbsr_el2),
+        ("PMBSR_EL3", r.pmbsr_el3),
+        ("PMSSCR_EL1", r.pmsscr),
+        ("PMECR_EL1", r.pmecr),
+    ] {
+        regs.insert(name.into(), Value::String(hex(val)));
+    }
+    let mut why = serde_json::Map::new();
+    for el in [El::El0, El::El1, El::El2] {
+        let w = spu.why_profiling_disabled(el);
+        why.insert(
+            format!("el{}", el as u8),
+            w.map_or(
+                json!({"enabled": true}),
+                |w| json!({"enabled": false, "why": w}),
+            ),
+        );
+    }
+    json!({
+        "vcpu": v,
+        "el": spu.context().el as u8,
+        "profiling": why,
+        "pmbirq": spu.pmbirq(),
+        "owning_regime": spu.owning_translation_regime().to_string(),
+        "registers": regs,
+        "stats": {
+            "samples": s.samples, "counted": s.counted, "filtered": s.filtered,
+            "records": s.records, "bytes": s.bytes, "discarded": s.discarded,
+            "management_events": s.management_events,
+        },
+        "armed_faults": spu.armed_faults().iter().map(|f| f.id).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,60 @@
+# The driver's reaction to a fault the backend delivers (armed by the
+# host's --scenario file: see integration/xtask/src/faults.rs). perf
+# records the synthetic source's records system-wide while the fault
+# lands; the host judges what the guest reports here against what the
+# driver's code says it does for that syndrome. A second recording shows
+# SPE still works once the fault is handled.
+
+irq_line=$(grep -m 1 -E 'arm_spe|spe' /proc/interrupts)
+irq=$(echo "$irq_line" | sed -n 's/^ *\([0-9]*\):.*/\1/p')
+irq_count() { grep -m 1 -E 'arm_spe|spe' /proc/interrupts | awk '{ print $2 + $3 }'; }
+unhandled() { sed -n 's/^unhandled \([0-9]*\)/\1/p' "/proc/irq/$irq/spurious" 2>/dev/null; }
+dmesg -c > /dev/null
+irqs_before=$(irq_count)
+unhandled_before=$(unhandled)
+
+ev=arm_spe_0/ts_enable=1,pa_enable=1/
+perf record -e "$ev" -a -o /tmp/f.data -- sleep 2 > /tmp/f.log 2>&1
+rc=$?
+tail -n 3 /tmp/f.log
+perf report -D -i /tmp/f.data > /tmp/f.dump 2>&1
+records=$(grep -cE '[[:space:]](TS [0-9]+|END)$' /tmp/f.dump)
+bad=$(grep -ciE 'bad packet|decoder error|failed to decode' /tmp/f.dump)
+# " PERF_RECORD_AUX offset: 0x0 size: 0x1fd8 flags: 0x5 [TP]": the flags
+# the driver gave each piece of AUX data, and the first piece's size.
+grep 'PERF_RECORD_AUX ' /tmp/f.dump | head -n 5
+aux=$(grep 'PERF_RECORD_AUX ' /tmp/f.dump | awk '
+    function hex(s,  i, v) {
+        v = 0; sub(/^0x/, "", s)
+        for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
+        return v
+    }
+    { for (i = 1; i < NF; i++) { if ($i == "size:") s = $(i + 1); if ($i == "flags:") f = hex($(i + 1)) } }
+    { n++; if (n == 1) first = s; if (f % 2) t++; if (int(f / 4) % 2) p++; if (int(f / 8) % 2) c++ }
+    END { printf "aux_records=%d aux_first_size=%s aux_truncated=%d aux_partial=%d aux_collision=%d\n", n, first, t, p, c }')
+irqs_after=$(irq_count)
+unhandled_after=$(unhandled)
+
+# The driver's error line: "arm_spe_pmu: <what> on CPU n [PMBSR=0x…, …]".
+msg_line=$(dmesg | grep -m 1 -E 'on CPU [0-9]+ \[PMBSR=')
+msgs=$(dmesg | grep -cE 'on CPU [0-9]+ \[PMBSR=')
+msg=$(echo "$msg_line" | sed -n 's/^.*arm_spe_pmu: \(.*\) on CPU .*/\1/p' | tr ' ' '_')
+msg_pmbsr=$(echo "$msg_line" | sed -n 's/.*\[PMBSR=\(0x[0-9a-f]*\),.*/\1/p')
+warnings=$(dmesg | grep -cE 'WARNING:|BUG:|Oops|Call trace:')
+[ -n "$msg_line" ] && echo "$msg_line"
+
+# Once the fault is handled a new event records again.
+perf record -e "$ev" -a -o /tmp/g.data -- sleep 1 > /tmp/g.log 2>&1
+rc2=$?
+after=$(perf report -D -i /tmp/g.data 2>&1 | grep -cE '[[:space:]](TS [0-9]+|END)$')
+
+result perf_rc=$rc spe_records=$records spe_bad_packets=$bad $aux
+result spe_irq=${irq:-none} irqs_before=${irqs_before:-0} irqs_after=${irqs_after:-0} unhandled_before=${unhandled_before:-0} unhandled_after=${unhandled_after:-0}
+result fault_msgs=$msgs fault_msg=${msg:-none} fault_pmbsr=${msg_pmbsr:-none} kernel_warnings=$warnings
+result after_rc=$rc2 after_records=$after
+if [ "$rc" != 0 ] || [ "$rc2" != 0 ]; then
+    tail -n 10 /tmp/f.log /tmp/g.log
+    fail "perf record failed ($rc, then $rc2)"
+else
+    pass
+fi
