@@ -227,3 +227,27 @@ fn program(spu: &mut Spu, ptr: u64, limit: u64) {
     let _ = spu.write_sysreg(SysReg::PmsirrEl1, 1 << 8);
     let _ = spu.write_sysreg(SysReg::PmscrEl1, 0b11_0011);
 }
+
+/// The control socket's parser and every command: any line gets a reply
+/// that serialises, with and without a VM, and nothing panics.
+pub fn control_request(data: &[u8]) {
+    use crate::control::Hub;
+    use spe_protocol::control::{Request, Scenario, ServerLine};
+    static HUB: OnceLock<Hub> = OnceLock::new();
+    let hub = HUB.get_or_init(|| {
+        Hub::new(Features::max(), Scenario::default()).expect("an eventfd for the hub")
+    });
+    let Ok(req) = serde_json::from_slice::<Request>(data) else {
+        return;
+    };
+    let mut spus = vec![Spu::new(Features::max()), Spu::new(Features::max())];
+    for vm in [None, Some(&mut spus[..])] {
+        let reply = hub.run_command(&req, vm);
+        let text = serde_json::to_string(&reply).expect("a reply serialises");
+        assert!(!text.contains('\n'));
+        assert!(matches!(
+            reply,
+            ServerLine::Return { .. } | ServerLine::Error { .. }
+        ));
+    }
+}

@@ -325,3 +325,27 @@ fn channel_session() {
         f::channel_session,
     );
 }
+
+#[test]
+fn control_request() {
+    let seeds = [
+        r#"{"execute":"query-spu","arguments":{"vcpu":1},"id":1}"#,
+        r#"{"execute":"arm-fault","arguments":{"vcpu":0,"kind":"stage1","fault":"translation","level":3,"trigger":"at-va","va":"0xffff000012345678"}}"#,
+        r#"{"execute":"arm-fault","arguments":{"kind":"spurious-irq","trigger":"now"}}"#,
+        r#"{"execute":"cancel-fault","arguments":{"id":1}}"#,
+        r#"{"execute":"snapshot","arguments":{"vcpu":"all"}}"#,
+        r#"{"execute":"query-faults"}"#,
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    run(
+        "control_request",
+        8,
+        20_000,
+        Duration::from_secs(1),
+        seeds,
+        256,
+        f::control_request,
+    );
+}

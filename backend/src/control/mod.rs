@@ -152,7 +152,7 @@ impl Hub {
     pub(crate) fn call(&self, req: Request) -> ServerLine {
         let id = req.id.clone();
         if self.attached.load(Ordering::SeqCst) == 0 {
-            return line(self.execute(&req, None), id);
+            return self.run_command(&req, None);
         }
         let (tx, rx) = mpsc::channel();
         self.inbox
@@ -186,10 +186,17 @@ impl Hub {
             let Some(call) = call else {
                 break;
             };
-            let id = call.req.id.clone();
-            let r = self.execute(&call.req, spus.as_deref_mut());
-            let _ = call.reply.send(line(r, id));
+            let _ = call
+                .reply
+                .send(self.run_command(&call.req, spus.as_deref_mut()));
         }
+    }
+
+    /// Runs one command on `spus` (or the hub's own state) and returns
+    /// the reply line: what the front end does for each queued call, and
+    /// what the fuzz target drives directly.
+    pub fn run_command(&self, req: &Request, spus: Option<&mut [Spu]>) -> ServerLine {
+        line(self.execute(req, spus), req.id.clone())
     }
 
     /// A VM connected with these SPUs: seed them, and arm the scenario's
