@@ -240,7 +240,7 @@ pub fn control_request(data: &[u8]) {
     let Ok(req) = serde_json::from_slice::<Request>(data) else {
         return;
     };
-    let mut spus = vec![Spu::new(Features::max()), Spu::new(Features::max())];
+    let mut spus = [Spu::new(Features::max()), Spu::new(Features::max())];
     for vm in [None, Some(&mut spus[..])] {
         let reply = hub.run_command(&req, vm);
         let text = serde_json::to_string(&reply).expect("a reply serialises");
