@@ -65,6 +65,11 @@ enum CtlCommand {
     },
     /// The protocol version and the commands the server knows.
     Version,
+    /// The CONSTRAINED UNPREDICTABLE choices, their values and what the Arm
+    /// ARM permits.
+    Choices,
+    /// Select one of those behaviours, for the VM and the next ones.
+    SetChoice { name: String, value: String },
     /// Any command, with its arguments as a JSON object.
     Execute {
         name: String,
@@ -198,6 +203,10 @@ pub fn run(args: CtlArgs) -> ExitCode {
         CtlCommand::Snapshot { vcpu: v } => (command::SNAPSHOT, vcpu(v)),
         CtlCommand::ResetStats { vcpu: v } => (command::RESET_STATS, vcpu(v)),
         CtlCommand::Version => (command::QUERY_VERSION, Value::Null),
+        CtlCommand::Choices => (command::QUERY_CHOICES, Value::Null),
+        CtlCommand::SetChoice { name, value } => {
+            (command::SET_CHOICE, json!({ "name": name, "value": value }))
+        }
         CtlCommand::Execute { name, arguments } => {
             let a = match arguments.as_deref().map(serde_json::from_str::<Value>) {
                 None => Value::Null,

@@ -12,6 +12,7 @@ use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use log::{error, info};
 use spe_protocol::control::Scenario;
 use vhost::vhost_user::Listener;
+use vhost_device_spe::spu::unpredictable::Choices;
 use vhost_device_spe::spu::Features;
 use vhost_device_spe::{control, qemu, vhu_spe};
 
@@ -92,6 +93,13 @@ struct ServeArgs {
     /// Serves the VM on --qemu-socket.
     #[arg(long, value_name = "PATH", requires = "qemu_socket")]
     control_socket: Option<PathBuf>,
+
+    /// Select a CONSTRAINED UNPREDICTABLE behaviour among those the Arm ARM
+    /// permits, NAME=VALUE (repeatable): overrun=buffer-full-dl|buffer-full|imp-def
+    /// (RPGGHS: a record that does not fit below the limit),
+    /// badpmsfcr=keep|reject (a filter with nothing to filter on).
+    #[arg(long, value_name = "NAME=VALUE")]
+    choice: Vec<String>,
 
     /// JSON file of faults to arm for every VM that connects, and a seed
     /// for the model's random numbers: {"seed": N, "faults": [arm-fault
@@ -187,7 +195,14 @@ fn run_server(args: ServeArgs) -> ExitCode {
         }
     };
 
-    let hub = match control_hub(&args, &features) {
+    let mut choices = Choices::default();
+    for c in &args.choice {
+        if let Err(e) = choices.set_from(c) {
+            error!("--choice: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let hub = match control_hub(&args, &features, choices) {
         Ok(h) => h,
         Err(e) => {
             error!("{e}");
@@ -213,6 +228,7 @@ fn run_server(args: ServeArgs) -> ExitCode {
             let mut config = qemu::Config::new(features.clone());
             config.synthetic_rate = args.synthetic;
             config.control = hub.clone();
+            config.choices = choices;
             match qemu::spawn(path, config) {
                 Ok(h) => {
                     info!(
@@ -293,7 +309,11 @@ fn run_server(args: ServeArgs) -> ExitCode {
 
 /// The control socket's hub, when --control-socket or --scenario asks for
 /// one; a scenario file that does not parse is an error naming it.
-fn control_hub(args: &ServeArgs, features: &Features) -> Result<Option<Arc<control::Hub>>, String> {
+fn control_hub(
+    args: &ServeArgs,
+    features: &Features,
+    choices: Choices,
+) -> Result<Option<Arc<control::Hub>>, String> {
     if args.control_socket.is_none() && args.scenario.is_none() {
         return Ok(None);
     }
@@ -318,7 +338,7 @@ fn control_hub(args: &ServeArgs, features: &Features) -> Result<Option<Arc<contr
         }
     };
     control::Hub::new(features.clone(), scenario)
-        .map(|h| Some(Arc::new(h)))
+        .map(|h| Some(Arc::new(h.with_choices(choices))))
         .map_err(|e| format!("cannot create the control hub: {e}"))
 }
 

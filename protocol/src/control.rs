@@ -376,6 +376,10 @@ pub mod command {
     pub const RESET_STATS: &str = "reset-stats";
     /// → `{"version", "commands"}`.
     pub const QUERY_VERSION: &str = "query-version";
+    /// → `{"choices": [{"name", "value", "permitted", "rule"}]}`.
+    pub const QUERY_CHOICES: &str = "query-choices";
+    /// `{"name", "value"}` → `{}`: for the VM's SPUs and the next VMs.
+    pub const SET_CHOICE: &str = "set-choice";
 
     pub const ALL: &[&str] = &[
         QUERY_SPU,
@@ -385,6 +389,8 @@ pub mod command {
         SNAPSHOT,
         RESET_STATS,
         QUERY_VERSION,
+        QUERY_CHOICES,
+        SET_CHOICE,
     ];
 }
 
@@ -394,6 +400,14 @@ pub mod command {
 pub struct VcpuArgs {
     #[serde(default)]
     pub vcpu: VcpuSel,
+}
+
+/// `set-choice`'s arguments.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetChoiceArgs {
+    pub name: String,
+    pub value: String,
 }
 
 /// `cancel-fault`'s arguments.

@@ -27,12 +27,13 @@ use log::{info, warn};
 use serde_json::{json, Value};
 use spe_protocol::control::{
     command, event, ArmFault, ArmedFaultInfo, CancelArgs, ErrorBody, ErrorClass, FaultKind,
-    Greeting, Request, Scenario, ServerLine, Timestamp, Trigger, VcpuArgs, VcpuSel,
+    Greeting, Request, Scenario, ServerLine, SetChoiceArgs, Timestamp, Trigger, VcpuArgs, VcpuSel,
 };
 use spe_protocol::regs::{pmbsr_bsc, pmbsr_ec, El, PMBSR};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use crate::spu::inject::{check_fault, Delivered};
+use crate::spu::unpredictable::Choices;
 use crate::spu::{CaptureOutcome, Features, Spu};
 
 /// How long a client waits for the front end to take its command.
@@ -60,6 +61,8 @@ pub struct Hub {
     /// Faults armed while no VM was connected, for the next one.
     pending: Mutex<Vec<(u32, ArmFault)>>,
     scenario: Scenario,
+    /// The choices for the next VM (`--choice`, then `set-choice`).
+    choices: Mutex<Choices>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -130,7 +133,14 @@ impl Hub {
             next_id: AtomicU32::new(1),
             pending: Mutex::new(Vec::new()),
             scenario,
+            choices: Mutex::new(Choices::default()),
         })
+    }
+
+    /// The CONSTRAINED UNPREDICTABLE choices VMs start with.
+    pub fn with_choices(self, choices: Choices) -> Hub {
+        *self.choices.lock().unwrap_or_else(|e| e.into_inner()) = choices;
+        self
     }
 
     /// The eventfd a front end watches: readable when commands wait.
@@ -202,6 +212,8 @@ impl Hub {
     /// A VM connected with these SPUs: seed them, and arm the scenario's
     /// faults and those armed while no VM was connected.
     pub fn vm_started(&self, spus: &mut [Spu]) {
+        let choices = *self.choices.lock().unwrap_or_else(|e| e.into_inner());
+        spus.iter_mut().for_each(|s| s.set_choices(choices));
         if let Some(seed) = self.scenario.seed {
             for (v, spu) in spus.iter_mut().enumerate() {
                 spu.seed(seed, v as u32);
@@ -445,6 +457,33 @@ impl Hub {
                 for v in vcpus(sel.vcpu, spus.len())? {
                     spus[v].reset_stats();
                 }
+                Ok(json!({}))
+            }
+            command::QUERY_CHOICES => {
+                let c = match spus {
+                    Some(spus) if !spus.is_empty() => spus[0].choices(),
+                    _ => *self.choices.lock().unwrap_or_else(|e| e.into_inner()),
+                };
+                let list: Vec<Value> = c
+                    .list()
+                    .iter()
+                    .map(|i| json!({"name": i.name, "value": i.value, "permitted": i.permitted, "rule": i.rule}))
+                    .collect();
+                Ok(json!({ "choices": list }))
+            }
+            command::SET_CHOICE => {
+                let a: SetChoiceArgs = serde_json::from_value(a.clone())
+                    .map_err(|e| err(ErrorClass::InvalidParameter, e.to_string()))?;
+                let mut next = self.choices.lock().unwrap_or_else(|e| e.into_inner());
+                next.set(&a.name, &a.value)
+                    .map_err(|e| err(ErrorClass::InvalidParameter, e))?;
+                for spu in spus.into_iter().flatten() {
+                    let mut c = spu.choices();
+                    c.set(&a.name, &a.value)
+                        .map_err(|e| err(ErrorClass::InvalidParameter, e))?;
+                    spu.set_choices(c);
+                }
+                info!("choice {}={}", a.name, a.value);
                 Ok(json!({}))
             }
             other => Err(err(

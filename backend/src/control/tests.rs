@@ -118,6 +118,23 @@ fn bad_commands_get_their_error_class() {
             "{name} {a}"
         );
     }
+    // Choices: a permitted value is taken (for the next VM), others not.
+    for bad in [
+        json!({"name": "overrun", "value": "write-anywhere"}),
+        json!({"name": "nope", "value": "x"}),
+        json!({"name": "overrun"}),
+    ] {
+        let l = hub.call(req(command::SET_CHOICE, bad.clone()));
+        assert_eq!(class(&l), Some(ErrorClass::InvalidParameter), "{bad}");
+    }
+    ret(hub.call(req(command::SET_CHOICE, json!({"name": "overrun", "value": "imp-def"}))));
+    let c = ret(hub.call(req(command::QUERY_CHOICES, Value::Null)));
+    assert_eq!(c["choices"][0]["name"], "overrun");
+    assert_eq!(c["choices"][0]["value"], "imp-def");
+    let m = mem(8 << 20);
+    let mut spus = vec![linux_spu(&m, Features::neoverse_n1(), 1).0];
+    hub.vm_started(&mut spus);
+    assert_eq!(spus[0].choices().list()[0].value, "imp-def");
     let v = ret(hub.call(req(command::QUERY_VERSION, Value::Null)));
     assert_eq!(v["version"]["major"], spe_protocol::control::VERSION_MAJOR);
 }

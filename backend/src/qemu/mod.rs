@@ -39,6 +39,7 @@ use vmm_sys_util::timerfd::TimerFd;
 
 use crate::control::Hub;
 use crate::ring::Consumer;
+use crate::spu::unpredictable::Choices;
 use crate::spu::{Features, PmuCounters, Spu};
 use crate::synthetic::Synthetic;
 
@@ -61,6 +62,8 @@ pub struct Config {
     pub ring_slots: u32,
     /// The control socket's hub (`--control-socket`, `--scenario`).
     pub control: Option<Arc<Hub>>,
+    /// The CONSTRAINED UNPREDICTABLE choices (`--choice`).
+    pub choices: Choices,
 }
 
 impl Config {
@@ -70,6 +73,7 @@ impl Config {
             synthetic_rate: None,
             ring_slots: channel::ring::DEFAULT_SLOTS,
             control: None,
+            choices: Choices::default(),
         }
     }
 }
@@ -290,7 +294,13 @@ struct Ring {
 impl Vm {
     fn new(cfg: &Config, vcpus: u32) -> Vm {
         Vm {
-            spus: (0..vcpus).map(|_| Spu::new(cfg.features.clone())).collect(),
+            spus: (0..vcpus)
+                .map(|_| {
+                    let mut spu = Spu::new(cfg.features.clone());
+                    spu.set_choices(cfg.choices);
+                    spu
+                })
+                .collect(),
             mem: Mem::new(),
             ring: None,
             synthetic: cfg.synthetic_rate.map(|r| Synthetic::new(vcpus, r)),

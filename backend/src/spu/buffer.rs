@@ -153,9 +153,17 @@ impl Spu {
         let limit = self.regs.pmblimitr & PMBLIMITR_EL1::LIMIT.mask();
         if u128::from(ptr) + len as u128 > u128::from(limit) {
             // Software broke RHXSYK: see unpredictable.rs.
-            self.other_spe_management_event(pmbsr_bsc::BUFFER_FILLED);
-            if cu::OVERRUN_IS_BUFFER_FULL_WITH_DL {
-                self.set_data_loss();
+            match self.choices.overrun {
+                cu::Overrun::BufferFullDataLoss => {
+                    self.other_spe_management_event(pmbsr_bsc::BUFFER_FILLED);
+                    self.set_data_loss();
+                }
+                cu::Overrun::BufferFull => {
+                    self.other_spe_management_event(pmbsr_bsc::BUFFER_FILLED)
+                }
+                cu::Overrun::ImpDef => {
+                    self.raise(pmbsr_ec::IMP_DEF, 0, PMBSR::DL.mask());
+                }
             }
             return SampleOutcome::Fault;
         }
@@ -215,7 +223,7 @@ impl Spu {
         }
     }
 
-    fn set_data_loss(&mut self) {
+    pub(super) fn set_data_loss(&mut self) {
         let target = self.default_spe_event();
         let r = self.pmbsr_mut(target);
         *r = PMBSR::DL.set(*r, 1);

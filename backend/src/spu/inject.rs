@@ -277,7 +277,7 @@ impl Spu {
 
     /// A management event with this syndrome, to the PMBSR that
     /// `ReportSPEEvent()` picks, as `OtherSPEManagementEvent()` raises one.
-    fn raise(&mut self, ec: u64, mss: u64, flags: u64) {
+    pub(super) fn raise(&mut self, ec: u64, mss: u64, flags: u64) {
         let fsc = if ec == pmbsr_ec::BUFFER {
             0
         } else {

@@ -324,6 +324,8 @@ pub struct Spu {
     irq_override: inject::IrqOverride,
     /// Records left whose PMBPTR update is skipped (stuck-pointer).
     stuck_records: u32,
+    /// The CONSTRAINED UNPREDICTABLE choices selected at run time.
+    choices: unpredictable::Choices,
 }
 
 impl Spu {
@@ -343,6 +345,7 @@ impl Spu {
             buffer_base: 0,
             irq_override: inject::IrqOverride::None,
             stuck_records: 0,
+            choices: unpredictable::Choices::default(),
         }
     }
 
@@ -350,8 +353,17 @@ impl Spu {
     pub fn reset(&mut self) {
         *self = Spu {
             ctx: self.ctx,
+            choices: self.choices,
             ..Spu::new(self.features.clone())
         };
+    }
+
+    pub fn choices(&self) -> unpredictable::Choices {
+        self.choices
+    }
+
+    pub fn set_choices(&mut self, choices: unpredictable::Choices) {
+        self.choices = choices;
     }
 
     pub fn features(&self) -> &Features {

@@ -208,6 +208,11 @@ impl Spu {
         }
     }
 
+    /// `ConstrainUnpredictableBool(Unpredictable_BADPMSFCR)`.
+    fn badpmsfcr_rejects(&self) -> bool {
+        self.choices.badpmsfcr == cu::BadPmsfcr::Reject
+    }
+
     /// `SPEFilterByEvents()`: (rejected by PMSEVFR, rejected by PMSNEVFR).
     pub(crate) fn spe_filter_by_events(&self, ev: u64) -> (bool, bool) {
         let mask = self.event_filter_mask();
@@ -219,7 +224,7 @@ impl Spu {
             rejected_event = if evfr != 0 {
                 !e & evfr != 0
             } else {
-                cu::BADPMSFCR_REJECTS
+                self.badpmsfcr_rejects()
             };
         }
         let mut rejected_nevent = false;
@@ -229,15 +234,15 @@ impl Spu {
                 rejected_nevent = if nevfr != 0 {
                     e & nevfr != 0
                 } else {
-                    cu::BADPMSFCR_REJECTS
+                    self.badpmsfcr_rejects()
                 };
             }
             if PMSFCR_EL1::FE.is_set(r.pmsfcr)
                 && PMSFCR_EL1::FNE.is_set(r.pmsfcr)
                 && r.pmsevfr & r.pmsnevfr & mask != 0
             {
-                rejected_event = cu::BADPMSFCR_REJECTS;
-                rejected_nevent = cu::BADPMSFCR_REJECTS;
+                rejected_event = self.badpmsfcr_rejects();
+                rejected_nevent = self.badpmsfcr_rejects();
             }
         }
         (rejected_event, rejected_nevent)
@@ -278,7 +283,7 @@ impl Spu {
             if self.features.spe_eft() || ctrl != 0 {
                 return !is_op;
             }
-            return cu::BADPMSFCR_REJECTS;
+            return self.badpmsfcr_rejects();
         }
         false
     }
@@ -290,7 +295,7 @@ impl Spu {
             if minlat != 0 {
                 return u64::from(total_latency) < minlat;
             }
-            return cu::BADPMSFCR_REJECTS;
+            return self.badpmsfcr_rejects();
         }
         false
     }

@@ -2,11 +2,118 @@
 //! model makes, in one place. Each constant names the pseudocode's
 //! `Unpredictable_*` or `IMPLEMENTATION_DEFINED` string it answers.
 
+//!
+//! The two a driver most plausibly meets differently on different cores
+//! are selectable at run time ([`Choices`]: `--choice NAME=VALUE`, the
+//! control socket's `set-choice`); the rest are fixed constants.
+
+/// The run-time selectable choices, each among the behaviours the Arm ARM
+/// permits. The default is what the model did before they were
+/// selectable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Choices {
+    pub overrun: Overrun,
+    pub badpmsfcr: BadPmsfcr,
+}
+
+/// RPGGHS (D17.7.4): software broke RHXSYK or RHLXGD, so a record does not
+/// fit below PMBLIMITR when it is written (e.g. the buffer was enabled
+/// with PMBPTR within a record of the limit). The PE may make PMBPTR
+/// UNKNOWN, write anywhere the owning regime may write, or raise a buffer
+/// management event "with or without indicating data loss": buffer full,
+/// access not allowed, an MMU fault, or an IMPLEMENTATION DEFINED one. The
+/// model never writes outside [PMBPTR, limit), so it offers the events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Overrun {
+    /// Buffer full (EC 0, BSC 1) with DL = 1; the record is dropped.
+    #[default]
+    BufferFullDataLoss,
+    /// Buffer full without DL, as if the record had just fit.
+    BufferFull,
+    /// An IMPLEMENTATION DEFINED event (EC 0x1F) with DL = 1.
+    ImpDef,
+}
+
 /// `Unpredictable_BADPMSFCR`: a filter enabled with nothing to filter on
 /// (PMSFCR.FE = 1 with PMSEVFR zero, FT = 1 with no type bits, FL = 1 with
-/// MINLAT zero, or FE and FnE naming the same event). We keep the record:
-/// the filter rejects nothing.
-pub const BADPMSFCR_REJECTS: bool = false;
+/// MINLAT zero, or FE and FnE naming the same event):
+/// `ConstrainUnpredictableBool` permits either answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BadPmsfcr {
+    /// The filter rejects nothing: the record is kept.
+    #[default]
+    Keep,
+    /// The filter rejects every record.
+    Reject,
+}
+
+/// One choice as the CLI and the control socket show it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChoiceInfo {
+    pub name: &'static str,
+    pub value: &'static str,
+    pub permitted: &'static [&'static str],
+    pub rule: &'static str,
+}
+
+const OVERRUN: [(&str, Overrun); 3] = [
+    ("buffer-full-dl", Overrun::BufferFullDataLoss),
+    ("buffer-full", Overrun::BufferFull),
+    ("imp-def", Overrun::ImpDef),
+];
+const BADPMSFCR: [(&str, BadPmsfcr); 2] =
+    [("keep", BadPmsfcr::Keep), ("reject", BadPmsfcr::Reject)];
+
+impl Choices {
+    /// Sets choice `name` to `value` (the names of [`Choices::list`]).
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+        fn pick<T: Copy>(table: &[(&str, T)], name: &str, value: &str) -> Result<T, String> {
+            table
+                .iter()
+                .find(|(n, _)| *n == value)
+                .map(|(_, v)| *v)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
+                    format!("{name} is one of {}, not {value:?}", names.join(", "))
+                })
+        }
+        match name {
+            "overrun" => self.overrun = pick(&OVERRUN, name, value)?,
+            "badpmsfcr" => self.badpmsfcr = pick(&BADPMSFCR, name, value)?,
+            _ => return Err(format!("no choice {name:?} (overrun, badpmsfcr)")),
+        }
+        Ok(())
+    }
+
+    /// Parses `NAME=VALUE` (the CLI's `--choice`).
+    pub fn set_from(&mut self, arg: &str) -> Result<(), String> {
+        let (n, v) = arg
+            .split_once('=')
+            .ok_or_else(|| format!("{arg:?} is not NAME=VALUE"))?;
+        self.set(n, v)
+    }
+
+    /// Every choice with its value, what is permitted and the rule.
+    pub fn list(&self) -> [ChoiceInfo; 2] {
+        fn name_of<T: PartialEq>(table: &[(&'static str, T)], v: &T) -> &'static str {
+            table.iter().find(|(_, x)| x == v).map_or("?", |(n, _)| n)
+        }
+        [
+            ChoiceInfo {
+                name: "overrun",
+                value: name_of(&OVERRUN, &self.overrun),
+                permitted: &["buffer-full-dl", "buffer-full", "imp-def"],
+                rule: "RPGGHS: a record that does not fit below the limit (software broke RHXSYK/RHLXGD)",
+            },
+            ChoiceInfo {
+                name: "badpmsfcr",
+                value: name_of(&BADPMSFCR, &self.badpmsfcr),
+                permitted: &["keep", "reject"],
+                rule: "Unpredictable_BADPMSFCR: a filter enabled with nothing to filter on",
+            },
+        ]
+    }
+}
 
 /// `Unpredictable_RESERVEDNSxB`: MDCR_EL3.{NSPBE, NSPB} = 0b10x behaves as
 /// 0b000 (Secure owns the buffer, EL3 traps lower-EL accesses).
@@ -42,12 +149,6 @@ pub const fn events_payload_size(v1p4: bool) -> usize {
 /// are filterable; PMSEVFR_EL1 bits outside the architectural mask are
 /// RAZ/WI.
 pub const IMPDEF_EVENT_MASK: u64 = 0;
-
-/// Software broke RHXSYK (the write pointer is not a record below the
-/// limit when a record is written). Of the permitted behaviours we raise a
-/// buffer-full management event with PMBSR.DL = 1 and drop the record:
-/// nothing is ever written at or beyond the limit.
-pub const OVERRUN_IS_BUFFER_FULL_WITH_DL: bool = true;
 
 /// Capture events are allowed in Debug state.
 pub const CAPTURE_IN_DEBUG_STATE: bool = false;

@@ -140,22 +140,74 @@ fn tables_outside_guest_ram_are_an_external_abort_on_walk() {
     );
 }
 
+/// RPGGHS, each selectable behaviour: the event it raises, and never a
+/// byte written at or past the limit.
 #[test]
 fn a_pointer_past_the_limit_never_writes_beyond_it() {
-    let m = mem(8 << 20);
-    let (mut spu, _) = linux_spu(&m, Features::default(), 2);
-    // RHXSYK broken: PMBPTR 8 bytes below LIMIT.
-    program(&mut spu, BUF_VA + 4096 - 8, BUF_VA + 4096);
-    m.write_slice(&[0x55; 64], GuestAddress(BUF_PA + 4096 - 8))
-        .unwrap();
-    assert_eq!(spu.sample(&load(0, 0), &m), SampleOutcome::Fault);
-    let pmbsr = spu.regs().pmbsr_el1;
-    assert_eq!(PMBSR::BSC.get(pmbsr), pmbsr_bsc::BUFFER_FILLED);
-    assert!(PMBSR::DL.is_set(pmbsr), "the record was lost");
-    let mut after = [0u8; 64];
-    m.read_slice(&mut after, GuestAddress(BUF_PA + 4096 - 8))
-        .unwrap();
-    assert_eq!(after, [0x55; 64]);
+    use crate::spu::unpredictable::{Choices, Overrun};
+    // (choice, EC, MSS, DL)
+    let rows = [
+        (
+            Overrun::BufferFullDataLoss,
+            pmbsr_ec::BUFFER,
+            pmbsr_bsc::BUFFER_FILLED,
+            true,
+        ),
+        (
+            Overrun::BufferFull,
+            pmbsr_ec::BUFFER,
+            pmbsr_bsc::BUFFER_FILLED,
+            false,
+        ),
+        (Overrun::ImpDef, pmbsr_ec::IMP_DEF, 0, true),
+    ];
+    for (overrun, ec, mss, dl) in rows {
+        let m = mem(8 << 20);
+        let (mut spu, _) = linux_spu(&m, Features::default(), 2);
+        spu.set_choices(Choices {
+            overrun,
+            ..Choices::default()
+        });
+        // RHXSYK broken: PMBPTR 8 bytes below LIMIT.
+        program(&mut spu, BUF_VA + 4096 - 8, BUF_VA + 4096);
+        m.write_slice(&[0x55; 64], GuestAddress(BUF_PA + 4096 - 8))
+            .unwrap();
+        assert_eq!(spu.sample(&load(0, 0), &m), SampleOutcome::Fault);
+        let pmbsr = spu.regs().pmbsr_el1;
+        assert!(PMBSR::S.is_set(pmbsr), "{overrun:?}");
+        assert_eq!(PMBSR::EC.get(pmbsr), ec, "{overrun:?}");
+        assert_eq!(PMBSR::MSS.get(pmbsr), mss, "{overrun:?}");
+        assert_eq!(PMBSR::DL.is_set(pmbsr), dl, "{overrun:?}");
+        assert_eq!(spu.regs().pmbptr, BUF_VA + 4096 - 8, "{overrun:?}");
+        let mut after = [0u8; 64];
+        m.read_slice(&mut after, GuestAddress(BUF_PA + 4096 - 8))
+            .unwrap();
+        assert_eq!(after, [0x55; 64], "{overrun:?}");
+    }
+}
+
+#[test]
+fn choices_are_set_by_name_and_listed() {
+    use crate::spu::unpredictable::{BadPmsfcr, Choices, Overrun};
+    let mut c = Choices::default();
+    assert_eq!(c.list()[0].value, "buffer-full-dl");
+    c.set_from("overrun=imp-def").unwrap();
+    c.set("badpmsfcr", "reject").unwrap();
+    assert_eq!(c.overrun, Overrun::ImpDef);
+    assert_eq!(c.badpmsfcr, BadPmsfcr::Reject);
+    assert_eq!(c.list()[0].value, "imp-def");
+    assert_eq!(c.list()[1].value, "reject");
+    for info in c.list() {
+        assert!(info.permitted.contains(&info.value));
+        assert!(!info.rule.is_empty());
+        // Every permitted name is accepted.
+        for v in info.permitted {
+            Choices::default().set(info.name, v).unwrap();
+        }
+    }
+    assert!(c.set("overrun", "write-anywhere").is_err());
+    assert!(c.set("nope", "x").is_err());
+    assert!(c.set_from("overrun").is_err());
 }
 
 #[test]

@@ -295,7 +295,8 @@ fn event_filters() {
         spu.sample(&load(0, 0), &m),
         SampleOutcome::Written { .. }
     ));
-    // FE with nothing to filter on: BADPMSFCR keeps the record.
+    // FE with nothing to filter on: BADPMSFCR keeps the record by
+    // default, and rejects it when that behaviour is selected.
     spu.write_sysreg(SysReg::PmsevfrEl1, 0).unwrap();
     spu.write_sysreg(SysReg::PmsfcrEl1, PMSFCR_EL1::FE.mask())
         .unwrap();
@@ -303,6 +304,10 @@ fn event_filters() {
         spu.sample(&load(0, 0), &m),
         SampleOutcome::Written { .. }
     ));
+    let mut c = crate::spu::unpredictable::Choices::default();
+    c.set("badpmsfcr", "reject").unwrap();
+    spu.set_choices(c);
+    assert_eq!(spu.sample(&load(0, 0), &m), SampleOutcome::Filtered);
 }
 
 #[test]
