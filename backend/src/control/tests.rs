@@ -127,7 +127,10 @@ fn bad_commands_get_their_error_class() {
         let l = hub.call(req(command::SET_CHOICE, bad.clone()));
         assert_eq!(class(&l), Some(ErrorClass::InvalidParameter), "{bad}");
     }
-    ret(hub.call(req(command::SET_CHOICE, json!({"name": "overrun", "value": "imp-def"}))));
+    ret(hub.call(req(
+        command::SET_CHOICE,
+        json!({"name": "overrun", "value": "imp-def"}),
+    )));
     let c = ret(hub.call(req(command::QUERY_CHOICES, Value::Null)));
     assert_eq!(c["choices"][0]["name"], "overrun");
     assert_eq!(c["choices"][0]["value"], "imp-def");

@@ -350,10 +350,16 @@ impl Spu {
     }
 
     /// Warm reset: registers to their reset values (UNKNOWN ones to zero).
+    /// What the host set up (armed faults, the choices) is not the PE's
+    /// state and survives: QEMU resets the vCPUs after a VM connects.
     pub fn reset(&mut self) {
+        let faults = std::mem::take(&mut self.faults);
+        let delivered = std::mem::take(&mut self.delivered);
         *self = Spu {
             ctx: self.ctx,
             choices: self.choices,
+            faults,
+            delivered,
             ..Spu::new(self.features.clone())
         };
     }

@@ -381,3 +381,15 @@ fn faults_go_to_the_owning_els_pmbsr() {
     assert_eq!(spu.regs().pmbsr_el1, 0);
     assert_eq!(d[0].pmbsr, spu.regs().pmbsr_el2);
 }
+
+/// QEMU resets the vCPUs after the VM connects, when the scenario's faults
+/// are already armed: they must survive it.
+#[test]
+fn armed_faults_survive_a_reset() {
+    let (m, mut spu) = rig();
+    spu.arm_fault(1, K::BufferFull, T::NextRecord);
+    spu.reset();
+    assert_eq!(spu.armed_faults().len(), 1);
+    program(&mut spu, BUF_VA, BUF_VA + PAGES * 4096);
+    assert_eq!(run_until_delivered(&mut spu, &m, 3), 0);
+}
