@@ -12,6 +12,7 @@ pub mod decode;
 #[cfg(test)]
 mod desc_chain;
 pub mod fuzzing;
+mod listen;
 pub mod qemu;
 pub mod ring;
 pub mod spu;

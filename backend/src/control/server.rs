@@ -35,13 +35,7 @@ impl Drop for Handle {
 
 /// Binds `path` (replacing a stale socket) and serves clients of `hub`.
 pub fn spawn(path: &Path, hub: Arc<Hub>) -> io::Result<Handle> {
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    let listener = UnixListener::bind(path)?;
-    listener.set_nonblocking(true)?;
+    let listener = crate::listen::bind_replacing(path)?;
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     let thread = std::thread::Builder::new()

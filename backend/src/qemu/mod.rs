@@ -120,13 +120,7 @@ pub fn spawn(path: &Path, config: Config) -> io::Result<Handle> {
     if let Err(e) = config.features.validate() {
         return Err(io::Error::other(e));
     }
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    let listener = UnixListener::bind(path)?;
-    listener.set_nonblocking(true)?;
+    let listener = crate::listen::bind_replacing(path)?;
     let exit = EventFd::new(EFD_NONBLOCK)?;
     let server = Server {
         cfg: config,

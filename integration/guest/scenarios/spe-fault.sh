@@ -14,7 +14,12 @@ dmesg -c > /dev/null
 irqs_before=$(irq_count)
 
 ev=arm_spe_0/ts_enable=1,pa_enable=1/
-perf record -e "$ev" -a -o /tmp/f.data -- sleep 2 > /tmp/f.log 2>&1
+perf record -e "$ev" -a -o /tmp/f.data -- sleep 3 > /tmp/f.log 2>&1 &
+perf_pid=$!
+# The host may act now (a live `ctl` command): perf is recording.
+sleep 1
+echo "SPE-FAULT-RECORDING"
+wait $perf_pid
 rc=$?
 tail -n 3 /tmp/f.log
 perf report -D -i /tmp/f.data > /tmp/f.dump 2>&1

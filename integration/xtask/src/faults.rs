@@ -56,6 +56,13 @@ const NONE: Reaction = Reaction {
 };
 
 const FATAL_S1: &str = "Unexpected_buffer_fault";
+
+const EXTERNAL_ABORT: Reaction = Reaction {
+    message: Some(FATAL_S1),
+    // EC 0x24, EA, S, FSC 0x10 (synchronous External abort).
+    pmbsr: Some(0x9006_0010),
+    ..NONE
+};
 const UNKNOWN_EC: &str = "Unknown_error_code";
 const UNKNOWN_BSC: &str = "Unknown_buffer_status_code";
 
@@ -64,7 +71,9 @@ const UNKNOWN_BSC: &str = "Unknown_buffer_status_code";
 pub struct Case {
     pub name: &'static str,
     /// The `--scenario` file.
-    pub scenario: &'static str,
+    pub scenario: Option<&'static str>,
+    /// Or a `vhost-device-spe ctl` command run while perf records.
+    pub ctl: Option<&'static [&'static str]>,
     pub reaction: Reaction,
     /// A negative control: the run must *fail* `reaction`, which belongs
     /// to another fault.
@@ -74,18 +83,24 @@ pub struct Case {
 /// After 300 records on each vCPU: well into the first AUX buffer.
 macro_rules! arm {
     ($fault:literal) => {
-        concat!(
+        Some(concat!(
             r#"{"faults": [{"vcpu": "all", "trigger": "after-records", "count": 300, "#,
             $fault,
             "}]}"
-        )
+        ))
     };
 }
+
+/// What `spe-fault.sh` prints once perf records.
+const RECORDING: &str = "SPE-FAULT-RECORDING";
 
 pub const CASES: &[Case] = &[
     Case {
         name: "fault-buffer-full-at-byte",
-        scenario: r#"{"faults": [{"vcpu": "all", "kind": "buffer-full", "trigger": "at-byte", "offset": 8192}]}"#,
+        ctl: None,
+        scenario: Some(
+            r#"{"faults": [{"vcpu": "all", "kind": "buffer-full", "trigger": "at-byte", "offset": 8192}]}"#,
+        ),
         reaction: Reaction {
             first_aux_at_most: Some(8192),
             ..NONE
@@ -94,6 +109,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-data-loss",
+        ctl: None,
         scenario: arm!(r#""kind": "data-loss""#),
         reaction: Reaction {
             truncated: true,
@@ -104,6 +120,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-collision",
+        ctl: None,
         scenario: arm!(r#""kind": "collision""#),
         reaction: Reaction {
             collision: true,
@@ -113,17 +130,14 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-external-abort",
+        ctl: None,
         scenario: arm!(r#""kind": "external-abort""#),
-        reaction: Reaction {
-            message: Some(FATAL_S1),
-            // EC 0x24, EA, S, FSC 0x10 (synchronous External abort).
-            pmbsr: Some(0x9006_0010),
-            ..NONE
-        },
+        reaction: EXTERNAL_ABORT,
         wrong: false,
     },
     Case {
         name: "fault-stage1-translation",
+        ctl: None,
         scenario: arm!(r#""kind": "stage1", "fault": "translation", "level": 3"#),
         reaction: Reaction {
             message: Some(FATAL_S1),
@@ -135,6 +149,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-stage1-permission",
+        ctl: None,
         scenario: arm!(r#""kind": "stage1", "fault": "permission", "level": 2"#),
         reaction: Reaction {
             message: Some(FATAL_S1),
@@ -145,6 +160,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-imp-def",
+        ctl: None,
         scenario: arm!(r#""kind": "imp-def", "syndrome": 4660"#),
         reaction: Reaction {
             message: Some(UNKNOWN_EC),
@@ -156,6 +172,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-unknown-ec",
+        ctl: None,
         scenario: arm!(r#""kind": "unknown-ec", "ec": 42"#),
         reaction: Reaction {
             message: Some(UNKNOWN_EC),
@@ -166,6 +183,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-size-too-large",
+        ctl: None,
         scenario: arm!(r#""kind": "size-too-large""#),
         reaction: Reaction {
             message: Some(UNKNOWN_BSC),
@@ -176,6 +194,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-unknown-bsc",
+        ctl: None,
         scenario: arm!(r#""kind": "unknown-bsc", "bsc": 63"#),
         reaction: Reaction {
             message: Some(UNKNOWN_BSC),
@@ -186,6 +205,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-spurious-irq",
+        ctl: None,
         scenario: arm!(r#""kind": "spurious-irq""#),
         reaction: Reaction {
             spurious: true,
@@ -195,26 +215,33 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-lost-irq",
+        ctl: None,
         scenario: arm!(r#""kind": "lost-irq""#),
         reaction: Reaction { lost: true, ..NONE },
         wrong: false,
     },
     Case {
         name: "fault-stuck-pointer",
+        ctl: None,
         scenario: arm!(r#""kind": "stuck-pointer", "records": 50"#),
         reaction: NONE,
+        wrong: false,
+    },
+    // The control socket, live: `ctl arm` while perf records.
+    Case {
+        name: "fault-live-ctl",
+        scenario: None,
+        ctl: Some(&["arm", "external-abort", "--vcpu", "all", "--next-record"]),
+        reaction: EXTERNAL_ABORT,
         wrong: false,
     },
     // The negative control: an unknown BSC judged as an external abort
     // must fail (wrong message and PMBSR).
     Case {
         name: "fault-check-catches-a-wrong-syndrome",
+        ctl: None,
         scenario: arm!(r#""kind": "unknown-bsc", "bsc": 63"#),
-        reaction: Reaction {
-            message: Some(FATAL_S1),
-            pmbsr: Some(0x9006_0010),
-            ..NONE
-        },
+        reaction: EXTERNAL_ABORT,
         wrong: true,
     },
 ];
@@ -232,7 +259,8 @@ pub fn scenarios() -> Vec<Scenario> {
             kill_backend_when: None,
             spe: Some(SpeRun {
                 synthetic: Some(1_000_000),
-                faults: Some(c.scenario),
+                faults: c.scenario,
+                ctl_when: c.ctl.map(|args| (RECORDING, args)),
                 ..SpeRun::new("neoverse-n1")
             }),
         })
@@ -265,6 +293,12 @@ pub fn judge(case: &Case, out: &RunOutput) -> Result<(), String> {
 /// backend's log are `r`'s.
 pub fn check(r: &Reaction, out: &RunOutput) -> Result<(), String> {
     let mut errs = Vec::new();
+    // A live `ctl` command must have armed the fault on the running VM.
+    if let Ok(ctl) = std::fs::read_to_string(out.dir.join("ctl.log")) {
+        if !ctl.contains(r#""pending":false"#) || !ctl.contains("exit status: 0") {
+            errs.push(format!("ctl did not arm the fault on the VM: {ctl:?}"));
+        }
+    }
     let log = &out.backend_log;
     if !log.contains("delivered on vCPU") {
         errs.push("the backend log has no delivered fault".to_string());
@@ -460,8 +494,10 @@ mod tests {
     #[test]
     fn every_scenario_file_parses_and_names_a_fault() {
         for c in CASES {
+            assert!(c.scenario.is_some() != c.ctl.is_some(), "{}", c.name);
+            let Some(text) = c.scenario else { continue };
             let s: spe_protocol::control::Scenario =
-                serde_json::from_str(c.scenario).unwrap_or_else(|e| panic!("{}: {e}", c.name));
+                serde_json::from_str(text).unwrap_or_else(|e| panic!("{}: {e}", c.name));
             assert_eq!(s.faults.len(), 1, "{}", c.name);
         }
     }

@@ -102,6 +102,11 @@ pub fn socket_dir(tmp: &Path) -> PathBuf {
     }
 }
 
+/// The backend's control socket, next to its channel socket.
+fn ctl_socket(channel: &Path) -> PathBuf {
+    channel.with_extension("ctl")
+}
+
 /// What to boot.
 #[derive(Clone, Debug)]
 pub struct GuestRun {
@@ -140,6 +145,10 @@ pub struct SpeRun {
     pub icount: bool,
     /// The backend's `--scenario` file (faults to arm), as JSON text.
     pub faults: Option<&'static str>,
+    /// Once the console shows the text, run `vhost-device-spe ctl --json
+    /// ARGS…` against the backend's `--control-socket` (output in the
+    /// run's `ctl.log`): the control socket used live, as a user would.
+    pub ctl_when: Option<(&'static str, &'static [&'static str])>,
 }
 
 impl SpeRun {
@@ -152,6 +161,7 @@ impl SpeRun {
             min_interval: None,
             icount: false,
             faults: None,
+            ctl_when: None,
         }
     }
 }
@@ -221,6 +231,7 @@ impl Rig {
         ));
         let _ = fs::remove_file(&socket);
         let _cleanup = RemoveOnDrop(socket.clone());
+        let _cleanup_ctl = RemoveOnDrop(ctl_socket(&socket));
 
         let start = Instant::now();
         let mut backend = None;
@@ -241,6 +252,9 @@ impl Rig {
                     }
                     if let Some(rate) = spe.synthetic {
                         cmd.args(["--synthetic", &rate.to_string()]);
+                    }
+                    if spe.ctl_when.is_some() {
+                        cmd.arg("--control-socket").arg(ctl_socket(&socket));
                     }
                     if let Some(json) = spe.faults {
                         let file = dir.join("faults.json");
@@ -298,11 +312,36 @@ impl Rig {
                 if self.pin_vcpu0 {
                     pin_vcpu0(qemu.pid(), backend.as_ref().map(|b| b.pid()))?;
                 }
+                let ctl = spec.spe.as_ref().and_then(|s| s.ctl_when);
+                let ctl_log = dir.join("ctl.log");
+                let mut run_ctl = || {
+                    let (_, args) = ctl.expect("only called with ctl_when");
+                    let out = Command::new(&self.backend)
+                        .arg("ctl")
+                        .arg("--socket")
+                        .arg(ctl_socket(&socket))
+                        .arg("--json")
+                        .args(args)
+                        .output();
+                    let text = match out {
+                        Ok(o) => format!(
+                            "$ ctl {}\n{}{}{}\n",
+                            args.join(" "),
+                            String::from_utf8_lossy(&o.stdout),
+                            String::from_utf8_lossy(&o.stderr),
+                            o.status
+                        ),
+                        Err(e) => format!("cannot run ctl: {e}\n"),
+                    };
+                    let _ = fs::write(&ctl_log, text);
+                };
                 wait(
                     &mut qemu,
                     backend.as_mut(),
                     spec.timeout,
-                    spec.kill_backend_when.map(|m| (m, console_path.as_path())),
+                    &console_path,
+                    spec.kill_backend_when,
+                    ctl.map(|(marker, _)| (marker, &mut run_ctl as &mut dyn FnMut())),
                 )?
             }
         };
@@ -487,15 +526,25 @@ fn wait(
     qemu: &mut ChildGuard,
     mut backend: Option<&mut ChildGuard>,
     timeout: Duration,
-    kill_backend_when: Option<(&str, &Path)>,
+    console: &Path,
+    kill_backend_when: Option<&str>,
+    mut ctl_when: Option<(&str, &mut dyn FnMut())>,
 ) -> Result<Ending> {
     let deadline = Instant::now() + timeout;
     let mut injected = false;
     loop {
-        if let (Some((marker, console)), Some(b)) = (kill_backend_when, backend.as_deref_mut()) {
+        if let (Some(marker), Some(b)) = (kill_backend_when, backend.as_deref_mut()) {
             if !injected && read_lossy(console).contains(marker) {
                 injected = true;
                 b.signal_kill();
+            }
+        }
+        if ctl_when
+            .as_ref()
+            .is_some_and(|(marker, _)| read_lossy(console).contains(marker))
+        {
+            if let Some((_, run)) = ctl_when.take() {
+                run();
             }
         }
         if let Some(st) = qemu.try_wait()? {
