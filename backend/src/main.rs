@@ -6,6 +6,7 @@ mod ctl;
 use std::io::{self, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
@@ -178,6 +179,10 @@ fn wait_for_signal(set: &libc::sigset_t) -> i32 {
     sig
 }
 
+/// Set when the vhost-user listener ends on an error: the process then
+/// exits non-zero.
+static LISTENER_FAILED: AtomicBool = AtomicBool::new(false);
+
 fn run_server(args: ServeArgs) -> ExitCode {
     let mut features = args.cpu.features();
     if let Some(ops) = args.min_interval {
@@ -278,11 +283,15 @@ fn run_server(args: ServeArgs) -> ExitCode {
                 let res = vhu_spe::serve(&mut listener, vcpus, &features, synthetic);
                 if let Err(e) = &res {
                     error!("{e}");
+                    LISTENER_FAILED.store(true, Ordering::SeqCst);
                 }
                 drop(listener);
-                // Wake `main` so the process exits instead of hanging.
-                // SAFETY: raising a signal at our own process is always valid.
-                unsafe { libc::raise(libc::SIGTERM) };
+                // Wake `main` so the process exits instead of hanging. The
+                // signal must be process-directed: raise() would direct it
+                // at this thread, which blocks it, and main's sigwait would
+                // never see it.
+                // SAFETY: kill() on our own pid with a valid signal number.
+                unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
                 res
             });
         if let Err(e) = server {
@@ -303,6 +312,10 @@ fn run_server(args: ServeArgs) -> ExitCode {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => error!("cannot remove {}: {e}", socket.display()),
         }
+    }
+    if LISTENER_FAILED.load(Ordering::SeqCst) {
+        error!("exiting: the vhost-user listener failed");
+        return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
 }
