@@ -231,7 +231,14 @@ pub const CASES: &[Case] = &[
     Case {
         name: "fault-live-ctl",
         scenario: None,
-        ctl: Some(&["arm", "external-abort", "--vcpu", "all", "--next-record"]),
+        ctl: Some(&[
+            "arm",
+            "external-abort",
+            "--vcpu",
+            "all",
+            "--after-records",
+            "300",
+        ]),
         reaction: EXTERNAL_ABORT,
         wrong: false,
     },
