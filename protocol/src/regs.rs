@@ -187,6 +187,8 @@ macro_rules! fields {
         pub mod $reg {
             use super::Field;
             $(pub const $name: Field = $f;)*
+            /// Every field by name, for checks against other sources.
+            pub const ALL: &[(&str, Field)] = &[$((stringify!($name), $name)),*];
         }
     };
 }
@@ -216,7 +218,8 @@ fields!(
     PMSFCR_EL1 { FE = Field::bit(0), FT = Field::bit(1), FL = Field::bit(2),
         FNE = Field::bit(3), FDS = Field::bit(4), TYPE = Field::bits(20, 16),
         B = Field::bit(16), LD = Field::bit(17), ST = Field::bit(18), FP = Field::bit(19),
-        SIMD = Field::bit(20), TYPEM = Field::bits(28, 24) }
+        SIMD = Field::bit(20), BM = Field::bit(48), LDM = Field::bit(49), STM = Field::bit(50),
+        FPM = Field::bit(51), SIMDM = Field::bit(52), TYPEM = Field::bits(52, 48) }
 );
 fields!(
     /// PMSLATFR_EL1.

@@ -515,3 +515,31 @@ fn skip_with_rnd_is_exact_up_to_the_limit_and_bounded_beyond() {
     assert_eq!(spu.skip_operations(u64::MAX), 1);
     assert_eq!(spu.regs().pmsicr, 0);
 }
+
+/// PMSFCR_EL1 exactly as Linux 7.3's driver writes it for the mask
+/// attributes (seen in a 7.3 guest), on a PE with FEAT_SPE_EFT.
+#[test]
+fn linux_7_3_mask_filters() {
+    let m = mem(8 << 20);
+    let (mut spu, _) = linux_spu(&m, Features::max(), 16);
+    let kept =
+        |spu: &mut Spu, op: &SampledOp| matches!(spu.sample(op, &m), SampleOutcome::Written { .. });
+    // load_filter_mask=1: FT | LDm, exclude loads.
+    spu.write_sysreg(SysReg::PmsfcrEl1, 0x2_0000_0000_0002)
+        .unwrap();
+    assert_eq!(spu.regs().pmsfcr, 0x2_0000_0000_0002, "LDm is writable");
+    assert!(!kept(&mut spu, &load(0, 0)));
+    assert!(kept(&mut spu, &store(0, 0)));
+    assert!(kept(&mut spu, &branch(0, 0x40, true)));
+    // branch_filter=1,branch_filter_mask=1: FT | B | Bm, branches only.
+    spu.write_sysreg(SysReg::PmsfcrEl1, 0x1_0000_0001_0002)
+        .unwrap();
+    assert!(kept(&mut spu, &branch(0, 0x40, true)));
+    assert!(!kept(&mut spu, &load(0, 0)));
+    assert!(!kept(&mut spu, &store(0, 0)));
+    // Without FEAT_SPE_EFT the masks are RES0: writes are ignored.
+    let (mut n1, _) = linux_spu(&m, Features::neoverse_n1(), 16);
+    n1.write_sysreg(SysReg::PmsfcrEl1, 0x2_0000_0000_0002)
+        .unwrap();
+    assert_eq!(n1.regs().pmsfcr, 0x2);
+}
