@@ -51,7 +51,9 @@ struct ServeArgs {
     socket_path: Option<PathBuf>,
 
     /// Unix socket to listen on for a patched QEMU's SPE control channel
-    /// (replaced if it exists). The vCPU count comes from QEMU's HELLO.
+    /// (replaced if it exists). The vCPU count comes from QEMU's HELLO. One
+    /// VM is served at a time; a connection that sends no HELLO within 5 s,
+    /// or stalls for 1 s within a message, is dropped.
     #[arg(long, value_name = "PATH")]
     qemu_socket: Option<PathBuf>,
 

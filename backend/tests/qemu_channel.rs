@@ -822,3 +822,31 @@ fn memfd_mappings_share_guest_ram() {
         0xABCD
     );
 }
+
+/// A client that connects and never says HELLO is dropped after
+/// `HELLO_TIMEOUT`, and the VM that connected after it is served: one
+/// silent peer cannot keep every later VM out.
+#[test]
+fn a_silent_client_does_not_block_the_next_vm() {
+    let path = sock_path("silent");
+    let _server = server("silent", Features::default());
+    let mut silent = std::os::unix::net::UnixStream::connect(&path).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = path.clone();
+    thread::spawn(move || {
+        let mut c = Client::connect(&p).unwrap();
+        let _ = tx.send(c.hello(2).map(|r| r.status));
+    });
+    let bound = qemu::HELLO_TIMEOUT + Duration::from_secs(10);
+    let status = rx
+        .recv_timeout(bound)
+        .expect("the VM behind a silent client was never served")
+        .unwrap();
+    assert_eq!(status, Status::OK);
+    // The silent one was hung up on.
+    silent
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let mut b = [0u8; 1];
+    assert_eq!(silent.read(&mut b).unwrap(), 0);
+}

@@ -51,6 +51,10 @@ pub const MAX_VCPUS: u32 = 512;
 /// How long a started message or a reply may take before the peer is
 /// considered stuck and dropped.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a new connection may take to send HELLO. The channel serves
+/// one VM at a time, so a client that connects and says nothing would
+/// otherwise keep every later VM waiting.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the channel serves.
 #[derive(Clone, Debug)]
@@ -128,6 +132,7 @@ pub fn spawn(path: &Path, config: Config) -> io::Result<Handle> {
         exit: exit.try_clone()?,
         stop: Arc::new(AtomicBool::new(false)),
         timer: TimerFd::new()?,
+        hello_timer: TimerFd::new()?,
         conn: None,
         payload: vec![0; MAX_PAYLOAD as usize].into_boxed_slice(),
     };
@@ -178,6 +183,7 @@ const TIMER: u32 = 3;
 const EXIT: u32 = 4;
 const DRAIN: u32 = 5;
 const CONTROL: u32 = 6;
+const HELLO_DEADLINE: u32 = 7;
 
 /// How often the rings are drained while any vCPU samples. QEMU rings the
 /// doorbell only when a ring is half full: each doorbell costs the vCPU
@@ -251,6 +257,8 @@ struct Server {
     exit: EventFd,
     stop: Arc<AtomicBool>,
     timer: TimerFd,
+    /// Runs from accept to HELLO (HELLO_TIMEOUT).
+    hello_timer: TimerFd,
     conn: Option<Conn>,
     /// Reused payload buffer: no allocation per request.
     payload: Box<[u8]>,
@@ -413,6 +421,12 @@ impl Vm {
     }
 }
 
+/// Stops a connection's HELLO deadline (on HELLO or when it ends).
+fn stop_hello_deadline(ops: &mut EventOps, timer: &mut TimerFd) {
+    let _ = ops.remove(Events::with_data(&*timer, HELLO_DEADLINE, EventSet::IN));
+    let _ = timer.clear();
+}
+
 impl Server {
     fn accept(&mut self, ops: &mut EventOps) {
         let stream = match self.listener.accept() {
@@ -437,8 +451,24 @@ impl Server {
             error!("QEMU channel: cannot watch the connection: {e}");
             return;
         }
-        // One VM at a time: the next one waits in the backlog.
+        // One VM at a time: the next one waits in the backlog, so this
+        // one must say HELLO in time.
         let _ = ops.remove(Events::with_data(&self.listener, LISTENER, EventSet::IN));
+        let armed = self
+            .hello_timer
+            .reset(HELLO_TIMEOUT, None)
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                ops.add(Events::with_data(
+                    &self.hello_timer,
+                    HELLO_DEADLINE,
+                    EventSet::IN,
+                ))
+                .map_err(|e| format!("{e:?}"))
+            });
+        if let Err(e) = armed {
+            error!("QEMU channel: cannot arm the HELLO deadline: {e}");
+        }
         info!("QEMU connected");
         self.conn = Some(Conn { stream, vm: None });
     }
@@ -459,6 +489,7 @@ impl Server {
         }
         // Unregister before the fds close: epoll keys on the fd number.
         let _ = ops.remove(Events::with_data(&conn.stream, CONN, EventSet::IN));
+        stop_hello_deadline(ops, &mut self.hello_timer);
         if let Some(ring) = conn.vm.as_ref().and_then(|vm| vm.ring.as_ref()) {
             unwatch_ring(ops, ring);
         }
@@ -545,6 +576,7 @@ impl Server {
                 "HELLO: {} vCPU(s), ring of {} slots each ({} bytes)",
                 hello.num_vcpus, reply.ring_slots, reply.ring_size
             );
+            stop_hello_deadline(ops, &mut self.hello_timer);
             let mut vm = vm;
             if let Some(hub) = &self.cfg.control {
                 hub.vm_started(&mut vm.spus);
@@ -1021,6 +1053,18 @@ impl MutEventSubscriber for Server {
             }
             TIMER => self.on_timer(),
             CONTROL => self.on_control(),
+            HELLO_DEADLINE => {
+                let _ = self.hello_timer.wait();
+                if self.conn.as_ref().is_some_and(|c| c.vm.is_none()) {
+                    self.disconnect(
+                        ops,
+                        ConnError::Protocol(format!(
+                            "no HELLO within {} s of connecting",
+                            HELLO_TIMEOUT.as_secs()
+                        )),
+                    );
+                }
+            }
             DRAIN => {
                 if let Err(e) = self.on_drain() {
                     self.disconnect(ops, e);
