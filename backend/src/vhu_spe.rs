@@ -140,6 +140,11 @@ pub struct VhostUserSpeBackend {
     synthetic: Option<(Synthetic, TimerFd)>,
     exit_consumer: EventConsumer,
     exit_notifier: EventNotifier,
+    /// The raw fds of the consumers handed out by `exit_event`: the
+    /// vhost-user-backend crate (0.24) registers each with its worker's
+    /// epoll through `into_raw_fd()` and never closes it, one fd per
+    /// connection. [`serve`] closes them once the daemon is gone.
+    handed_out: std::sync::Mutex<Vec<RawFd>>,
 }
 
 impl VhostUserSpeBackend {
@@ -171,7 +176,20 @@ impl VhostUserSpeBackend {
             synthetic: None,
             exit_consumer,
             exit_notifier,
+            handed_out: std::sync::Mutex::new(Vec::new()),
         })
+    }
+
+    /// Closes the exit-event fds the daemon leaked. Call only once the
+    /// daemon and its workers are gone, when nothing else can use them.
+    fn close_leaked_exit_fds(&self) {
+        let fds = std::mem::take(&mut *self.handed_out.lock().unwrap_or_else(|e| e.into_inner()));
+        for fd in fds {
+            // SAFETY: `fd` is a dup this backend created and handed over;
+            // the crate took it as a raw fd and never closes it, and its
+            // epoll and worker thread are gone, so this is the last owner.
+            unsafe { libc::close(fd) };
+        }
     }
 
     /// Feeds `rate` synthetic operations per second to every vCPU's SPU.
@@ -566,10 +584,13 @@ impl VhostUserBackendMut for VhostUserSpeBackend {
     }
 
     fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
-        Some((
-            self.exit_consumer.try_clone().ok()?,
-            self.exit_notifier.try_clone().ok()?,
-        ))
+        let consumer = self.exit_consumer.try_clone().ok()?;
+        let notifier = self.exit_notifier.try_clone().ok()?;
+        self.handed_out
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(consumer.as_raw_fd());
+        Some((consumer, notifier))
     }
 
     fn handle_event(
@@ -614,9 +635,10 @@ pub fn serve(
             backend = backend.with_synthetic(rate)?;
         }
         let timer = backend.synthetic_timer();
+        let backend = Arc::new(RwLock::new(backend));
         let mut daemon = VhostUserDaemon::new(
             "vhost-device-spe".to_string(),
-            Arc::new(RwLock::new(backend)),
+            backend.clone(),
             GuestMemoryAtomic::new(GuestMemoryMmap::new()),
         )
         .map_err(|e| io::Error::other(format!("cannot create daemon: {e}")))?;
@@ -648,6 +670,10 @@ pub fn serve(
             Err(e) => error!("vhost-user connection closed on error: {e}"),
         }
         drop(daemon);
+        backend
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .close_leaked_exit_fds();
         info!("device state reset; waiting for the next front end");
     }
 }
