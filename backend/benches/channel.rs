@@ -24,7 +24,7 @@ use spe_protocol::channel::{ring::Layout, MemRegion, Status};
 use spe_protocol::op::SampledOp;
 use spe_protocol::regs::*;
 use vhost_device_spe::qemu::{self, client::Client, Config};
-use vhost_device_spe::ring::{memfd, Producer};
+use vhost_device_spe::ring::Producer;
 use vhost_device_spe::spu::tables::{tcr_el1, TableBuilder, PAGE_RW};
 use vhost_device_spe::spu::translate::Granule;
 use vhost_device_spe::spu::Features;
@@ -53,7 +53,7 @@ impl Rig {
         let path: PathBuf =
             std::env::temp_dir().join(format!("spe-bench-{}-{name}.sock", std::process::id()));
         let server = qemu::spawn(&path, Config::new(Features::default())).unwrap();
-        let ram = memfd("ram", RAM_SIZE).unwrap();
+        let ram = vhost_device_spe::shm::sealed_memfd("ram", RAM_SIZE).unwrap();
         let mem = GuestMemoryMmap::<()>::from_ranges_with_files([(
             GuestAddress(RAM_GPA),
             RAM_SIZE as usize,

@@ -15,6 +15,7 @@ pub mod fuzzing;
 mod listen;
 pub mod qemu;
 pub mod ring;
+pub mod shm;
 pub mod spu;
 pub mod synthetic;
 pub mod vhu_spe;

@@ -31,7 +31,9 @@ use vhost_user_backend::{VhostUserBackendMut, VringRwLock, VringT};
 use virtio_bindings::virtio_config::VIRTIO_F_VERSION_1;
 use virtio_bindings::virtio_ring::VIRTIO_RING_F_EVENT_IDX;
 use virtio_queue::{DescriptorChain, QueueOwnedT, QueueT};
-use vm_memory::{GuestAddressSpace, GuestMemoryAtomic, GuestMemoryLoadGuard, GuestMemoryMmap};
+use vm_memory::{
+    GuestAddressSpace, GuestMemoryAtomic, GuestMemoryLoadGuard, GuestMemoryMmap, GuestMemoryRegion,
+};
 use vmm_sys_util::epoll::EventSet;
 use vmm_sys_util::event::{
     new_event_consumer_and_notifier, EventConsumer, EventFlag, EventNotifier,
@@ -575,6 +577,20 @@ impl VhostUserBackendMut for VhostUserSpeBackend {
     }
 
     fn update_memory(&mut self, mem: GuestMem) -> io::Result<()> {
+        // Refused before anything touches the new mapping: a region the
+        // front end could still shrink would be a SIGBUS waiting to happen.
+        for region in vm_memory::GuestMemoryBackend::iter(&*mem.memory()) {
+            let fo = region.file_offset().ok_or_else(|| {
+                io::Error::other("guest memory region without a file: not shared memory")
+            })?;
+            crate::shm::check_mappable(fo.file(), fo.start(), region.len()).map_err(|e| {
+                error!(
+                    "SET_MEM_TABLE refused: region gpa {:#x}: {e}",
+                    region.start_addr().0
+                );
+                io::Error::other(e)
+            })?;
+        }
         info!(
             "guest memory table updated: {} region(s)",
             vm_memory::GuestMemoryBackend::num_regions(&*mem.memory())
@@ -702,8 +718,15 @@ mod tests {
 
     impl Rig {
         fn new(vcpus: u32) -> Self {
+            // Shared and sealed, as a front end must hand it over.
+            let ram = crate::shm::sealed_memfd("rig-ram", 0x10_0000).unwrap();
             let gm: &'static GuestMemory = Box::leak(Box::new(
-                GuestMemoryMmap::from_ranges(&[(GuestAddress(0), 0x10_0000)]).unwrap(),
+                GuestMemoryMmap::from_ranges_with_files([(
+                    GuestAddress(0),
+                    0x10_0000,
+                    Some(vm_memory::FileOffset::new(ram, 0)),
+                )])
+                .unwrap(),
             ));
             let mem = GuestMemoryAtomic::new(gm.clone());
             let mut backend = VhostUserSpeBackend::new(vcpus, Features::default()).unwrap();

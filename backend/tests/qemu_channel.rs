@@ -21,6 +21,7 @@ use spe_protocol::packet::{self, events, AddressIndex, Packet};
 use spe_protocol::regs::*;
 use vhost_device_spe::qemu::{self, client::Client, Config};
 use vhost_device_spe::ring::{memfd, Producer};
+use vhost_device_spe::shm::sealed_memfd;
 use vhost_device_spe::spu::tables::{tcr_el1, TableBuilder, PAGE_RW};
 use vhost_device_spe::spu::translate::Granule;
 use vhost_device_spe::spu::Features;
@@ -57,8 +58,8 @@ struct Guest {
 
 impl Guest {
     fn new() -> Guest {
-        let ram = memfd("ram", RAM_FD_OFFSET + RAM_SIZE).unwrap();
-        let low = memfd("low", LOW_SIZE).unwrap();
+        let ram = sealed_memfd("ram", RAM_FD_OFFSET + RAM_SIZE).unwrap();
+        let low = sealed_memfd("low", LOW_SIZE).unwrap();
         let mem = GuestMemoryMmap::<()>::from_ranges_with_files([
             (
                 GuestAddress(0),
@@ -508,6 +509,19 @@ fn requests_other_than_sysreg_use_status_codes() {
     assert_eq!(
         c.set_mem_table(&regions).unwrap().status,
         Status::BAD_RESOURCE
+    );
+    // RAM the peer could still shrink (no F_SEAL_SHRINK) is never mapped:
+    // a later ftruncate would turn the next record into a SIGBUS.
+    let unsealed = memfd("unsealed", RAM_FD_OFFSET + RAM_SIZE).unwrap();
+    let mut regions = guest.regions();
+    regions[0].1 = &unsealed;
+    assert_eq!(
+        c.set_mem_table(&regions).unwrap().status,
+        Status::BAD_RESOURCE
+    );
+    assert_eq!(
+        c.set_mem_table(&guest.regions()).unwrap().status,
+        Status::OK
     );
     let size = ring.layout.size() as u64;
     assert_eq!(

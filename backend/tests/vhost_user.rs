@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::unix::io::{AsRawFd, FromRawFd};
+use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -251,13 +251,8 @@ struct Vm {
 
 impl Vm {
     fn connect(d: &Daemon) -> Vm {
-        // SAFETY: memfd_create with a valid C string; the fd is checked and owned.
-        let file = unsafe {
-            let fd = libc::memfd_create(c"spe-guest-ram".as_ptr(), 0);
-            assert!(fd >= 0);
-            File::from_raw_fd(fd)
-        };
-        file.set_len(MEM_SIZE as u64).unwrap();
+        // Sealed against shrinking, as QEMU's memory-backend-memfd makes it.
+        let file = vhost_device_spe::shm::sealed_memfd("spe-guest-ram", MEM_SIZE as u64).unwrap();
         // Leaked so the mock queues can borrow it for the whole test.
         let gm: &'static GuestMemoryMmap = Box::leak(Box::new(
             GuestMemoryMmap::from_ranges_with_files([(
@@ -634,4 +629,35 @@ fn connections_leave_no_descriptors_or_threads_behind() {
     }
     assert_eq!(count("fd"), fds, "descriptors after {N} connections");
     assert_eq!(count("task"), threads, "threads after {N} connections");
+}
+
+/// Guest RAM the front end could still shrink (no F_SEAL_SHRINK), or a
+/// region larger than its file, is refused before it is used: the daemon
+/// logs it and serves the next front end (either used to end in SIGBUS).
+#[test]
+fn unsealed_or_short_guest_memory_is_refused() {
+    let d = Daemon::start("unsealed", &[]);
+    let unsealed = vhost_device_spe::ring::memfd("unsealed", MEM_SIZE as u64).unwrap();
+    let short = vhost_device_spe::shm::sealed_memfd("short", 4096).unwrap();
+    for (n, (file, size)) in [(&unsealed, MEM_SIZE as u64), (&short, MEM_SIZE as u64)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut fe = d.connect();
+        handshake(&mut fe);
+        let _ = fe.set_mem_table(&[VhostUserMemoryRegionInfo {
+            guest_phys_addr: 0,
+            memory_size: size,
+            userspace_addr: 0x7000_0000_0000,
+            mmap_offset: 0,
+            mmap_handle: file.as_raw_fd(),
+        }]);
+        d.wait_log("SET_MEM_TABLE refused", n + 1);
+        drop(fe);
+    }
+    assert!(d.log().contains("F_SEAL_SHRINK"), "{}", d.log());
+    // Still serving, with memory as QEMU's memfd backend gives it.
+    let vm = Vm::connect(&d);
+    drop(vm);
+    assert!(!d.log().contains("panicked"));
 }

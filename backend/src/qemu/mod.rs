@@ -939,17 +939,12 @@ fn map_memory(table: &MemTable, fds: Vec<File>) -> Result<Mem, String> {
     }
     let mut regions = Vec::with_capacity(fds.len());
     for (r, file) in table.regions.iter().zip(fds) {
-        let file_size = file.metadata().map_err(|e| e.to_string())?.len();
-        let end = r.fd_offset.checked_add(r.size);
-        // A shared mapping past the end of its file faults with SIGBUS.
-        if r.size == 0
-            || !matches!(end, Some(e) if e <= file_size)
-            || usize::try_from(r.size).is_err()
-        {
-            return Err(format!(
-                "region gpa {:#x} size {:#x} at offset {:#x} does not fit its {file_size}-byte file",
-                r.gpa, r.size, r.fd_offset
-            ));
+        // A shared mapping past the end of its file faults with SIGBUS, and
+        // so does one the peer shrinks later.
+        crate::shm::check_mappable(&file, r.fd_offset, r.size)
+            .map_err(|e| format!("region gpa {:#x}: {e}", r.gpa))?;
+        if usize::try_from(r.size).is_err() {
+            return Err(format!("region gpa {:#x} is too large to map", r.gpa));
         }
         let mapping =
             MmapRegion::<()>::from_file(FileOffset::new(file, r.fd_offset), r.size as usize)
