@@ -81,7 +81,7 @@ enum CtlCommand {
 /// `ctl arm`: a fault kind, its parameters, and exactly one trigger.
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("trigger").required(true)
-    .args(["now", "next_record", "after_records", "at_byte", "at_va"])))]
+    .args(["now", "next_record", "after_records", "at_byte", "at_va", "after_ms"])))]
 struct ArmArgs {
     /// buffer-full, data-loss, external-abort, stage1, stage2,
     /// granule-protection, imp-def, size-too-large, unknown-bsc,
@@ -121,6 +121,9 @@ struct ArmArgs {
     /// At the record that would write virtual address VA.
     #[arg(long, value_name = "VA", value_parser = parse_u64)]
     at_va: Option<u64>,
+    /// MS milliseconds from now, then as --now.
+    #[arg(long, value_name = "MS", value_parser = parse_u64)]
+    after_ms: Option<u64>,
 }
 
 impl ArmArgs {
@@ -166,6 +169,8 @@ impl ArmArgs {
             ("after-records", Some(("count", n)))
         } else if let Some(o) = self.at_byte {
             ("at-byte", Some(("offset", o)))
+        } else if let Some(ms) = self.after_ms {
+            ("after-ms", Some(("ms", ms)))
         } else {
             ("at-va", self.at_va.map(|v| ("va", v)))
         };

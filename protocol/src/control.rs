@@ -300,6 +300,9 @@ pub enum Trigger {
         #[serde(with = "u64_or_hex")]
         va: u64,
     },
+    /// `ms` milliseconds after it is armed (a scenario file's, or one armed
+    /// with no VM connected: after the VM connects), then as `now`.
+    AfterMs { ms: u64 },
 }
 
 /// `arm-fault`'s arguments, and a scenario file's entries.

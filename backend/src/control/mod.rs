@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::{info, warn};
 use serde_json::{json, Value};
@@ -63,6 +63,8 @@ pub struct Hub {
     scenario: Scenario,
     /// The choices for the next VM (`--choice`, then `set-choice`).
     choices: Mutex<Choices>,
+    /// `after-ms` faults waiting for their time, with the VM's SPUs.
+    timed: Mutex<Vec<(Instant, u32, ArmFault)>>,
 }
 
 impl std::fmt::Debug for Hub {
@@ -134,6 +136,7 @@ impl Hub {
             pending: Mutex::new(Vec::new()),
             scenario,
             choices: Mutex::new(Choices::default()),
+            timed: Mutex::new(Vec::new()),
         })
     }
 
@@ -187,6 +190,7 @@ impl Hub {
     /// publish PMBIRQ levels, since commands may change them.
     pub fn serve_calls(&self, mut spus: Option<&mut [Spu]>) {
         let _ = self.wake.read();
+        self.deliver_due(spus.as_deref_mut());
         loop {
             let call = self
                 .inbox
@@ -199,6 +203,67 @@ impl Hub {
             let _ = call
                 .reply
                 .send(self.run_command(&call.req, spus.as_deref_mut()));
+        }
+    }
+
+    /// Arms an `after-ms` fault: the front end is woken at its time
+    /// (through the same eventfd as commands) and delivers it as `now`.
+    fn arm_timed(&self, id: u32, a: ArmFault, ms: u64) {
+        let at = Instant::now() + Duration::from_millis(ms);
+        self.timed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((at, id, a));
+        match self.wake.try_clone() {
+            Ok(wake) => {
+                let _ = std::thread::Builder::new()
+                    .name("fault-timer".into())
+                    .spawn(move || {
+                        std::thread::sleep(Duration::from_millis(ms));
+                        let _ = wake.write(1);
+                    });
+            }
+            Err(e) => warn!("fault {id}: cannot arm its timer: {e}"),
+        }
+        info!(
+            "fault {id} armed: {}",
+            serde_json::to_string(&a).unwrap_or_default()
+        );
+    }
+
+    /// Delivers the `after-ms` faults whose time has come.
+    fn deliver_due(&self, spus: Option<&mut [Spu]>) {
+        let now = Instant::now();
+        let due: Vec<(Instant, u32, ArmFault)> = {
+            let mut timed = self.timed.lock().unwrap_or_else(|e| e.into_inner());
+            let (due, later) = timed.drain(..).partition(|(at, _, _)| *at <= now);
+            *timed = later;
+            due
+        };
+        let Some(spus) = spus else {
+            for (_, id, _) in due {
+                warn!("fault {id} not delivered: no VM is connected at its time");
+            }
+            return;
+        };
+        for (_, id, a) in due {
+            for v in vcpus(a.vcpu, spus.len()).unwrap_or(0..0) {
+                let spu = &mut spus[v];
+                if spu.spe_profiling_stopped() {
+                    // No PE raises a second event while S is 1.
+                    let d = Delivered {
+                        id,
+                        kind: a.kind,
+                        delivered: false,
+                        why: Some("a management event is pending (PMBSR.S = 1)"),
+                        pmbsr: spu.pmbsr(),
+                        pmbptr: spu.regs().pmbptr,
+                    };
+                    self.fault_delivered(v as u32, &d);
+                } else {
+                    spu.arm_fault(id, a.kind, Trigger::Now);
+                }
+            }
         }
     }
 
@@ -227,6 +292,10 @@ impl Hub {
             .collect();
         arms.append(&mut self.pending.lock().unwrap_or_else(|e| e.into_inner()));
         for (id, a) in arms {
+            if let Trigger::AfterMs { ms } = a.trigger {
+                self.arm_timed(id, a, ms);
+                continue;
+            }
             match vcpus(a.vcpu, spus.len()) {
                 Ok(range) => {
                     for v in range {
@@ -366,6 +435,10 @@ impl Hub {
                     return Ok(json!({"id": id, "pending": true}));
                 };
                 let range = vcpus(arm.vcpu, spus.len())?;
+                if let Trigger::AfterMs { ms } = arm.trigger {
+                    self.arm_timed(id, arm, ms);
+                    return Ok(json!({"id": id, "pending": false}));
+                }
                 if arm.trigger == Trigger::Now {
                     if let Some(v) = range.clone().find(|&v| spus[v].spe_profiling_stopped()) {
                         return Err(err(
@@ -396,6 +469,21 @@ impl Hub {
                         trigger: a.trigger,
                     })
                     .collect();
+                out.extend(
+                    self.timed
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .iter()
+                        .map(|(_, id, a)| ArmedFaultInfo {
+                            id: *id,
+                            vcpu: match a.vcpu {
+                                VcpuSel::One(v) => Some(v),
+                                VcpuSel::All => None,
+                            },
+                            kind: a.kind,
+                            trigger: a.trigger,
+                        }),
+                );
                 for (v, spu) in spus.into_iter().flatten().enumerate() {
                     out.extend(spu.armed_faults().iter().map(|f| ArmedFaultInfo {
                         id: f.id,
@@ -414,6 +502,13 @@ impl Hub {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .retain(|(id, _)| {
+                        found |= *id == c.id;
+                        *id != c.id
+                    });
+                self.timed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .retain(|(_, id, _)| {
                         found |= *id == c.id;
                         *id != c.id
                     });

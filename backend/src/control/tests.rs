@@ -239,6 +239,39 @@ fn a_client_over_the_socket() {
         )
         .is_err());
 
+    // A timed fault: listed and cancellable until its time, then delivered
+    // as `now` on vCPU 1.
+    let t = c
+        .execute(
+            command::ARM_FAULT,
+            json!({"vcpu": 1, "kind": "buffer-full", "trigger": "after-ms", "ms": 60000}),
+        )
+        .unwrap();
+    let listed = c.execute(command::QUERY_FAULTS, Value::Null).unwrap();
+    assert!(listed["faults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["id"] == t["id"]));
+    c.execute(command::CANCEL_FAULT, json!({"id": t["id"]}))
+        .unwrap();
+    let t = c
+        .execute(
+            command::ARM_FAULT,
+            json!({"vcpu": 1, "kind": "imp-def", "syndrome": 7, "trigger": "after-ms", "ms": 50}),
+        )
+        .unwrap();
+    let mut timed = None;
+    while let Some(e) = c.next_event(Duration::from_secs(5)).unwrap() {
+        if e["event"] == event::FAULT_DELIVERED && e["data"]["id"] == t["id"] {
+            timed = Some(e);
+            break;
+        }
+    }
+    let e = timed.expect("the timed fault was not delivered");
+    assert_eq!(e["data"]["vcpu"], 1);
+    assert_eq!(e["data"]["pmbsr"], "0x7c020007", "EC 0x1F, S, syndrome 7");
+
     // Snapshot from the host, with capture events disabled (PMECR = 0).
     let s = c
         .execute(command::SNAPSHOT, json!({"vcpu": "all"}))

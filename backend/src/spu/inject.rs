@@ -183,7 +183,8 @@ impl Spu {
         let end = u128::from(ptr) + len as u128;
         let base = self.buffer_base;
         let fired = self.faults.iter().position(|f| match f.trigger {
-            Trigger::Now | Trigger::NextRecord => true,
+            // Timed faults are the hub's; they reach the SPU as `now`.
+            Trigger::Now | Trigger::NextRecord | Trigger::AfterMs { .. } => true,
             Trigger::AfterRecords { count } => f.seen >= count,
             Trigger::AtByte { offset } => end > u128::from(base) + u128::from(offset),
             Trigger::AtVa { va } => end > u128::from(va),
