@@ -93,8 +93,8 @@ struct ServeArgs {
     /// Unix socket for the host-side control interface (line-delimited
     /// JSON, QMP-shaped): query the SPUs, arm faults, request PMU
     /// snapshots, watch events. `vhost-device-spe ctl` is its client.
-    /// Serves the VM on --qemu-socket.
-    #[arg(long, value_name = "PATH", requires = "qemu_socket")]
+    /// Serves the VM on --qemu-socket if given, else the vhost-user one.
+    #[arg(long, value_name = "PATH")]
     control_socket: Option<PathBuf>,
 
     /// Select a CONSTRAINED UNPREDICTABLE behaviour among those the Arm ARM
@@ -107,7 +107,7 @@ struct ServeArgs {
     /// JSON file of faults to arm for every VM that connects, and a seed
     /// for the model's random numbers: {"seed": N, "faults": [arm-fault
     /// arguments, ...]} (see protocol/README.md).
-    #[arg(long, value_name = "FILE", requires = "qemu_socket")]
+    #[arg(long, value_name = "FILE")]
     scenario: Option<PathBuf>,
 }
 
@@ -279,10 +279,14 @@ fn run_server(args: ServeArgs) -> ExitCode {
         let vcpus = args.vcpus;
         let synthetic = args.synthetic;
         let features = features.clone();
+        // One front end serves the control socket: the QEMU channel when
+        // there is one.
+        let control = hub.clone().filter(|_| args.qemu_socket.is_none());
         let server = std::thread::Builder::new()
             .name("vhu-listener".into())
             .spawn(move || {
-                let res = vhu_spe::serve(&mut listener, vcpus, &features, synthetic);
+                let res =
+                    vhu_spe::serve(&mut listener, vcpus, &features, synthetic, choices, control);
                 if let Err(e) = &res {
                     error!("{e}");
                     LISTENER_FAILED.store(true, Ordering::SeqCst);

@@ -18,6 +18,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
 
 use log::{debug, error, info, warn};
 use spe_protocol::regs::{SysReg, TranslationRegs};
@@ -40,6 +41,7 @@ use vmm_sys_util::event::{
 };
 use vmm_sys_util::timerfd::TimerFd;
 
+use crate::control::Hub;
 use crate::spu::{Features, Spu};
 use crate::synthetic::{self, Synthetic};
 
@@ -54,6 +56,8 @@ const PMSSCR_SS: u64 = 1;
 /// Epoll data of the synthetic source's timer. The worker reserves
 /// `0..=NUM_QUEUES` for the queues and its exit/vring-enable event.
 pub const SYNTHETIC_EVENT: u16 = NUM_QUEUES as u16 + 1;
+/// Device event of the control socket's commands (`--control-socket`).
+pub const CONTROL_EVENT: u16 = NUM_QUEUES as u16 + 2;
 
 /// The field of `x` that holds translation register `enc` (a `REG_*`
 /// encoding of [`spe_protocol::virtio`]), or `None` if `enc` is not one.
@@ -147,6 +151,8 @@ pub struct VhostUserSpeBackend {
     /// epoll through `into_raw_fd()` and never closes it, one fd per
     /// connection. [`serve`] closes them once the daemon is gone.
     handed_out: std::sync::Mutex<Vec<RawFd>>,
+    /// The control socket's hub, when this device serves it.
+    control: Option<Arc<Hub>>,
 }
 
 impl VhostUserSpeBackend {
@@ -179,7 +185,23 @@ impl VhostUserSpeBackend {
             exit_consumer,
             exit_notifier,
             handed_out: std::sync::Mutex::new(Vec::new()),
+            control: None,
         })
+    }
+
+    /// The CONSTRAINED UNPREDICTABLE choices (`--choice`).
+    pub fn with_choices(mut self, choices: crate::spu::unpredictable::Choices) -> Self {
+        self.spus.iter_mut().for_each(|s| s.set_choices(choices));
+        self
+    }
+
+    /// Serves the control socket's commands on this VM's SPUs (register
+    /// [`Hub::wake_fd`] with the worker under [`CONTROL_EVENT`]); arms the
+    /// scenario's faults now.
+    pub fn with_control(mut self, hub: Arc<Hub>) -> Self {
+        hub.vm_started(&mut self.spus);
+        self.control = Some(hub);
+        self
     }
 
     /// Closes the exit-event fds the daemon leaked. Call only once the
@@ -240,10 +262,16 @@ impl VhostUserSpeBackend {
     /// Queues a PMBIRQ event if vCPU `vcpu`'s level is not the one last
     /// reported.
     fn note_pmbirq(&mut self, vcpu: usize) {
+        if let Some(hub) = &self.control {
+            hub.report_delivered(vcpu as u32, &mut self.spus[vcpu]);
+        }
         let spu = &self.spus[vcpu];
         let (pmbirq, pmbsr) = (spu.pmbirq(), spu.pmbsr());
         if pmbirq != self.irq_level[vcpu] {
             self.irq_level[vcpu] = pmbirq;
+            if let Some(hub) = &self.control {
+                hub.report_irq(vcpu as u32, pmbirq, spu);
+            }
             self.queue_event(Event {
                 vcpu: vcpu as u32,
                 kind: EventKind::PmbirqChanged,
@@ -508,6 +536,15 @@ impl VhostUserSpeBackend {
                 self.synthetic_tick();
                 self.flush_events(&vrings[EVENT_QUEUE as usize])
             }
+            CONTROL_EVENT => {
+                if let Some(hub) = self.control.clone() {
+                    hub.serve_calls(Some(&mut self.spus));
+                    for v in 0..self.spus.len() {
+                        self.note_pmbirq(v);
+                    }
+                }
+                self.flush_events(&vrings[EVENT_QUEUE as usize])
+            }
             e => Err(Error::HandleEventUnknown(e)),
         }
     }
@@ -640,15 +677,21 @@ pub fn serve(
     num_vcpus: u32,
     features: &Features,
     synthetic: Option<u64>,
+    choices: crate::spu::unpredictable::Choices,
+    control: Option<Arc<Hub>>,
 ) -> io::Result<()> {
-    use std::sync::{Arc, RwLock};
+    use std::sync::RwLock;
     use vhost::vhost_user::Error as VhostUserError;
     use vhost_user_backend::{Error as DaemonError, VhostUserDaemon};
 
     loop {
-        let mut backend = VhostUserSpeBackend::new(num_vcpus, features.clone())?;
+        let mut backend =
+            VhostUserSpeBackend::new(num_vcpus, features.clone())?.with_choices(choices);
         if let Some(rate) = synthetic {
             backend = backend.with_synthetic(rate)?;
+        }
+        if let Some(hub) = &control {
+            backend = backend.with_control(hub.clone());
         }
         let timer = backend.synthetic_timer();
         let backend = Arc::new(RwLock::new(backend));
@@ -678,7 +721,34 @@ pub fn serve(
             }
         }
 
-        match daemon.wait() {
+        // The control socket's commands reach this VM's SPUs while it is
+        // connected; in between they run on the hub (faults wait for the
+        // next VM).
+        let control_on = control.as_ref().filter(|hub| {
+            let registered = daemon.get_epoll_handlers().first().map(|h| {
+                h.register_listener(
+                    hub.wake_fd().as_raw_fd(),
+                    EventSet::IN,
+                    u64::from(CONTROL_EVENT),
+                )
+            });
+            match registered {
+                Some(Ok(())) => true,
+                Some(Err(e)) => {
+                    error!("control socket not served: {e}");
+                    false
+                }
+                None => false,
+            }
+        });
+        if let Some(hub) = control_on {
+            hub.attach();
+        }
+        let ended = daemon.wait();
+        if let Some(hub) = control_on {
+            hub.detach();
+        }
+        match ended {
             Ok(())
             | Err(DaemonError::HandleRequest(
                 VhostUserError::Disconnected | VhostUserError::PartialMessage,

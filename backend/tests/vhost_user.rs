@@ -661,3 +661,38 @@ fn unsealed_or_short_guest_memory_is_refused() {
     drop(vm);
     assert!(!d.log().contains("panicked"));
 }
+
+/// The control socket serves the paravirtual device too: query the SPU,
+/// arm a fault, see it land in the model's PMBSR and PMBIRQ.
+#[test]
+fn the_control_socket_serves_the_vhost_user_device() {
+    use serde_json::json;
+    use vhost_device_spe::control::client::Client;
+    let ctl = std::env::temp_dir().join(format!("spe-vhu-{}-control.sock", std::process::id()));
+    let ctl_arg = ctl.to_str().unwrap().to_string();
+    let d = Daemon::start("ctl", &["--vcpus", "2", "--control-socket", &ctl_arg]);
+    d.wait_for(|| ctl.exists(), "the control socket");
+    let vm = Vm::connect(&d);
+    let mut c = Client::connect(&ctl).unwrap();
+    let q = c.execute("query-spu", json!({})).unwrap();
+    assert_eq!(q["vcpus"].as_array().unwrap().len(), 2);
+    c.execute(
+        "arm-fault",
+        json!({"vcpu": 1, "kind": "external-abort", "trigger": "now"}),
+    )
+    .unwrap();
+    let q = c.execute("query-spu", json!({"vcpu": 1})).unwrap();
+    assert_eq!(q["vcpus"][0]["registers"]["PMBSR_EL1"], "0x90060010");
+    assert_eq!(q["vcpus"][0]["pmbirq"], true);
+    drop(vm);
+    d.wait_log("vhost-user front end disconnected", 1);
+    // Between VMs a fault waits for the next one.
+    let a = c
+        .execute(
+            "arm-fault",
+            json!({"kind": "buffer-full", "trigger": "next-record"}),
+        )
+        .unwrap();
+    assert_eq!(a["pending"], true);
+    let _ = std::fs::remove_file(&ctl);
+}
