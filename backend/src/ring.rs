@@ -354,9 +354,10 @@ pub struct Producer {
 }
 
 impl Producer {
-    /// Creates the ring memory for `layout` with its header written.
+    /// Creates the ring memory for `layout` with its header written,
+    /// sealed against resizing as QEMU's is.
     pub fn create(layout: Layout) -> io::Result<(File, Producer)> {
-        let file = memfd("spe-ring", layout.size() as u64)?;
+        let file = crate::shm::sealed_memfd("spe-ring", layout.size() as u64)?;
         let p = Producer::map(&file, layout).map_err(io::Error::other)?;
         p.map.write(0, &layout.header());
         Ok((file, p))

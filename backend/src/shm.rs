@@ -16,8 +16,8 @@ pub fn check_mappable(file: &File, offset: u64, len: u64) -> Result<(), String> 
     if seals < 0 || seals & libc::F_SEAL_SHRINK == 0 {
         return Err(
             "the memory is not sealed against shrinking (F_SEAL_SHRINK): give the VM its RAM \
-             from -object memory-backend-memfd (seal=on, the default), or the daemon could be \
-             killed by a peer truncating it"
+             from -object memory-backend-memfd (seal=on, the default; the patched QEMU seals \
+             its ring too), or the daemon could be killed by a peer truncating it"
                 .into(),
         );
     }

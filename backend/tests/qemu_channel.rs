@@ -530,9 +530,19 @@ fn requests_other_than_sysreg_use_status_codes() {
             .status,
         Status::BAD_RESOURCE
     );
-    let blank = memfd("blank", size).unwrap(); // no header
+    let blank = sealed_memfd("blank", size).unwrap(); // no header
     assert_eq!(
         c.set_ring(size, &blank, &ring.doorbell, &ring.irq)
+            .unwrap()
+            .status,
+        Status::BAD_RESOURCE
+    );
+    // A good ring QEMU could still shrink is refused too: a truncation
+    // would fault the backend's next drain with SIGBUS.
+    let unsealed = memfd("unsealed-ring", size).unwrap();
+    std::io::copy(&mut &ring.file, &mut &unsealed).unwrap();
+    assert_eq!(
+        c.set_ring(size, &unsealed, &ring.doorbell, &ring.irq)
             .unwrap()
             .status,
         Status::BAD_RESOURCE

@@ -968,6 +968,9 @@ fn make_ring(setup: &RingSetup, layout: Layout, fds: Vec<File>) -> Result<Ring, 
             layout.size()
         ));
     }
+    // The ring is written by QEMU and read here for the VM's life: one it
+    // could shrink would fault this thread with SIGBUS on the next drain.
+    crate::shm::check_mappable(&mem, 0, setup.size).map_err(|e| format!("the ring: {e}"))?;
     let consumer = Consumer::new(&mem, layout).map_err(|e| e.to_string())?;
     // SAFETY: each File owns its descriptor; ownership moves to the EventFd.
     let (doorbell, irq) = unsafe {
