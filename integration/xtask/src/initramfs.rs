@@ -13,6 +13,7 @@ use std::fs;
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Node {
@@ -134,21 +135,113 @@ fn pad4(n: usize) -> usize {
     (4 - n % 4) % 4
 }
 
-/// Finds `name.ko` (or a compressed variant) under the image's modules tree.
-fn find_module(dir: &Path, name: &str) -> Option<PathBuf> {
-    for e in fs::read_dir(dir).ok()?.flatten() {
-        let p = e.path();
+/// Every module file under `dir`, by module name (dashes as underscores,
+/// as modinfo writes them): `.ko`, or `.ko.xz` as Debian's newer kernels
+/// ship them.
+fn module_index(dir: &Path, index: &mut BTreeMap<String, PathBuf>) -> Result<()> {
+    for e in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let p = e?.path();
         if p.is_dir() {
-            if let Some(found) = find_module(&p, name) {
-                return Some(found);
-            }
+            module_index(&p, index)?;
         } else if let Some(f) = p.file_name().and_then(|f| f.to_str()) {
-            if f == format!("{name}.ko") {
-                return Some(p);
+            if let Some(stem) = f.strip_suffix(".ko").or_else(|| f.strip_suffix(".ko.xz")) {
+                index.insert(stem.replace('-', "_"), p.clone());
             }
         }
     }
-    None
+    Ok(())
+}
+
+/// A module's bytes, decompressed: busybox's insmod loads plain ELF only.
+fn module_bytes(p: &Path) -> Result<Vec<u8>> {
+    if p.extension().is_some_and(|x| x == "xz") {
+        let out = Command::new("xz")
+            .arg("-dc")
+            .arg(p)
+            .output()
+            .with_context(|| format!("starting xz -dc {}", p.display()))?;
+        if !out.status.success() {
+            bail!(
+                "xz -dc {}: {}",
+                p.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        return Ok(out.stdout);
+    }
+    fs::read(p).with_context(|| format!("reading {}", p.display()))
+}
+
+/// The `depends=` of a module's .modinfo: the modules it needs loaded
+/// first.
+pub fn modinfo_depends(ko: &[u8]) -> Vec<String> {
+    ko.split(|&b| b == 0)
+        .find_map(|f| f.strip_prefix(b"depends="))
+        .map(|v| {
+            String::from_utf8_lossy(v)
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(|s| s.replace('-', "_"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The modules to put in the image for `roots`, in load order (what a
+/// module depends on first), as (file stem, modules-tree path, bytes).
+/// A root with no module file is built into the kernel and skipped; a
+/// missing dependency is an error.
+pub fn module_closure(modules: &Path, roots: &[&str]) -> Result<Vec<(String, String, Vec<u8>)>> {
+    let mut index = BTreeMap::new();
+    module_index(&modules.join("kernel"), &mut index)?;
+    let mut order = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    fn visit(
+        name: &str,
+        root: bool,
+        modules: &Path,
+        index: &BTreeMap<String, PathBuf>,
+        seen: &mut std::collections::BTreeSet<String>,
+        order: &mut Vec<(String, String, Vec<u8>)>,
+    ) -> Result<()> {
+        if !seen.insert(name.to_string()) {
+            return Ok(());
+        }
+        let Some(p) = index.get(name) else {
+            if root {
+                return Ok(());
+            }
+            bail!(
+                "initramfs: module {name} is a dependency but not under {}",
+                modules.display()
+            );
+        };
+        let bytes = module_bytes(p)?;
+        for d in modinfo_depends(&bytes) {
+            visit(&d, false, modules, index, seen, order)?;
+        }
+        let rel = p
+            .strip_prefix(modules)
+            .expect("module is under the modules tree")
+            .to_string_lossy();
+        let rel = rel.strip_suffix(".xz").unwrap_or(&rel).to_string();
+        let stem = Path::new(&rel)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        order.push((stem, rel, bytes));
+        Ok(())
+    }
+    for r in roots {
+        visit(r, true, modules, &index, &mut seen, &mut order)?;
+    }
+    if !order.iter().any(|(stem, _, _)| stem == "arm_spe_pmu") && roots.contains(&"arm_spe_pmu") {
+        bail!(
+            "initramfs: arm_spe_pmu not found under {}",
+            modules.display()
+        );
+    }
+    Ok(order)
 }
 
 /// Builds the guest initramfs at `out`. `guest_dir` is the repository's
@@ -191,21 +284,9 @@ pub fn build(
 
     let kmods = format!("lib/modules/{}", guest.kver);
     let mut list = String::new();
-    for m in GUEST_MODULES {
-        let Some(p) = find_module(&guest.modules.join("kernel"), m) else {
-            bail!(
-                "initramfs: module {m} not found under {}",
-                guest.modules.display()
-            );
-        };
-        let rel = p
-            .strip_prefix(&guest.modules)
-            .expect("module is under the modules tree");
-        a.add(
-            &format!("{kmods}/{}", rel.display()),
-            Node::File(p.clone(), 0o644),
-        );
-        list.push_str(m);
+    for (stem, rel, bytes) in module_closure(&guest.modules, GUEST_MODULES)? {
+        a.add(&format!("{kmods}/{rel}"), Node::Data(bytes, 0o644));
+        list.push_str(&stem);
         list.push('\n');
     }
     a.add("etc/spe-modules", Node::Data(list.into_bytes(), 0o644));
@@ -248,6 +329,44 @@ fn add_perf(a: &mut Archive, root: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn modules_load_after_their_dependencies() {
+        let d = std::env::temp_dir().join(format!("xtask-mods-{}", std::process::id()));
+        let k = d.join("kernel/drivers");
+        fs::create_dir_all(&k).unwrap();
+        let ko = |deps: &str| format!("\x7fELF\0name=x\0depends={deps}\0vermagic=y\0").into_bytes();
+        fs::write(
+            k.join("virtio_pci.ko"),
+            ko("virtio_pci_modern_dev,virtio-pci-legacy-dev"),
+        )
+        .unwrap();
+        fs::write(k.join("virtio_pci_modern_dev.ko"), ko("")).unwrap();
+        fs::write(
+            k.join("virtio-pci-legacy-dev.ko"),
+            ko("virtio_pci_modern_dev"),
+        )
+        .unwrap();
+        fs::write(k.join("arm_spe_pmu.ko"), ko("")).unwrap();
+        let got = module_closure(&d, &["virtio_pci", "virtio_mmio", "arm_spe_pmu"]).unwrap();
+        let stems: Vec<&str> = got.iter().map(|(s, _, _)| s.as_str()).collect();
+        // virtio_mmio is built in (no file); deps come first, once each.
+        assert_eq!(
+            stems,
+            [
+                "virtio_pci_modern_dev",
+                "virtio-pci-legacy-dev",
+                "virtio_pci",
+                "arm_spe_pmu"
+            ]
+        );
+        assert_eq!(got[3].1, "kernel/drivers/arm_spe_pmu.ko");
+        // A dependency with no file is an error, not a silent skip.
+        fs::write(k.join("virtio_pci.ko"), ko("virtio_gone")).unwrap();
+        let err = module_closure(&d, &["virtio_pci"]).unwrap_err().to_string();
+        assert!(err.contains("virtio_gone"), "{err}");
+        fs::remove_dir_all(&d).unwrap();
+    }
 
     #[test]
     fn newc_archive_layout() {

@@ -6,6 +6,7 @@
 //! PID when dropped, so no exit path (error, timeout, panic) leaves QEMU or
 //! the backend running.
 
+use crate::kernels::KernelSpec;
 use crate::util::tail;
 use anyhow::{Context, Result};
 use std::fs;
@@ -168,11 +169,14 @@ impl SpeRun {
 
 /// Fixed inputs shared by every run.
 pub struct Rig {
+    /// The kernel of the matrix this rig boots.
+    pub spec: &'static KernelSpec,
     pub qemu: PathBuf,
     pub kernel: PathBuf,
-    /// Kernel headers for out-of-tree guest modules (`make -C`).
-    pub headers: PathBuf,
     pub initrd: PathBuf,
+    /// Whether the image holds the modules built against the kernel's
+    /// headers (integration/guest/modules): only the host suite's kernel.
+    pub has_extra_modules: bool,
     pub backend: PathBuf,
     pub runs_dir: PathBuf,
     /// Give QEMU's vCPU 0 thread a host CPU to itself (the bench's
@@ -674,9 +678,10 @@ mod tests {
 
     fn qemu_args(spe: Option<SpeRun>) -> Vec<String> {
         let rig = Rig {
+            spec: &crate::kernels::MATRIX[0],
+            has_extra_modules: true,
             qemu: "qemu".into(),
             kernel: "Image".into(),
-            headers: "headers".into(),
             initrd: "initrd".into(),
             backend: "backend".into(),
             runs_dir: "runs".into(),

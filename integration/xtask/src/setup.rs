@@ -6,6 +6,7 @@
 //! pays for a few `dpkg-query`/`apt-cache` calls.
 
 use crate::host::{self, is_root, privileged, BACKPORTS, SUITE};
+use crate::kernels::{self, Apt, KernelSpec};
 use crate::util::{run, run_logged, write_atomic, Step};
 use anyhow::{anyhow, bail, Context, Result};
 use sha2::{Digest, Sha256};
@@ -18,15 +19,9 @@ pub const QEMU_VERSION: &str = "10.0.2";
 const QEMU_TARBALL: &str = "qemu_10.0.2+ds.orig.tar.xz";
 const BACKPORTS_FILE: &str = "/etc/apt/sources.list.d/vhost-device-spe-backports.sources";
 
-/// The kernel modules the guest loads, in load order (Debian ships no
-/// modules.dep in an initramfs we build ourselves).
-pub const GUEST_MODULES: &[&str] = &[
-    "virtio_pci_legacy_dev",
-    "virtio_pci_modern_dev",
-    "virtio_pci",
-    "virtio_mmio",
-    "arm_spe_pmu",
-];
+/// The kernel modules the guest needs; the initramfs adds what they depend
+/// on, and skips the ones a kernel has built in (7.x: virtio_pci).
+pub const GUEST_MODULES: &[&str] = &["virtio_pci", "virtio_mmio", "arm_spe_pmu"];
 
 /// Where things live: the repository, its cargo target directory, and the
 /// shared cache outside the repository.
@@ -76,42 +71,79 @@ pub struct Guest {
     pub kernel: PathBuf,
     /// `lib/modules/<kver>` of the unpacked image package.
     pub modules: PathBuf,
-    /// Headers tree usable as `make -C` for out-of-tree modules.
-    pub headers: PathBuf,
+    /// Headers tree usable as `make -C` for out-of-tree modules, for the
+    /// kernels whose kbuild runs on this host (the host suite's).
+    pub headers: Option<PathBuf>,
     /// Statically linked arm64 busybox.
     pub busybox: PathBuf,
 }
 
-pub struct Env {
-    pub qemu: PathBuf,
+/// One kernel of the matrix, ready to boot.
+pub struct GuestEnv {
+    pub spec: &'static KernelSpec,
     pub guest: Guest,
-    /// Unpacked `linux-perf:arm64` and its shared-library closure.
+    /// Unpacked `linux-perf:arm64` of the same suite and its shared-library
+    /// closure.
     pub perf: PathBuf,
 }
 
-/// Runs the whole set-up and returns where the results are.
-pub fn setup(paths: &Paths) -> Result<Env> {
+pub struct Env {
+    pub qemu: PathBuf,
+    /// One per kernel asked for, in the matrix's order.
+    pub guests: Vec<GuestEnv>,
+}
+
+/// Runs the whole set-up for `kernels` and returns where the results are.
+pub fn setup(paths: &Paths, kernels: &[&'static KernelSpec]) -> Result<Env> {
     check_host()?;
     let lists_changed = apt_sources()?;
     let fresh_lists = apt_update_if_needed(lists_changed)?;
     host::packages(apt_update)?;
     let qemu = qemu(paths)?;
-    let guest_and_perf = || -> Result<(Guest, PathBuf)> {
-        let c = candidates()?;
-        Ok((guest(paths, &c)?, perf(paths, &c)?))
-    };
-    // Lists present but older than the mirror (a used machine's) name
-    // versions it no longer serves: refresh them once and resolve again.
-    let (guest, perf) = match guest_and_perf() {
-        Ok(x) => x,
-        Err(e) if !fresh_lists => {
-            eprintln!("==> {e:#}\n    refreshing the apt lists and trying again");
-            apt_update()?;
-            guest_and_perf()?
+    let mut guests = Vec::new();
+    for &spec in kernels {
+        guests.push(guest_env(paths, spec, fresh_lists)?);
+    }
+    Ok(Env { qemu, guests })
+}
+
+/// The kernel, busybox and perf of one kernel of the matrix.
+fn guest_env(paths: &Paths, spec: &'static KernelSpec, fresh_host_lists: bool) -> Result<GuestEnv> {
+    let apt = Apt::for_kernel(spec, &paths.cache)?;
+    let mut fresh = if apt.is_private() {
+        if !apt.lists_present() {
+            apt.update()?;
+            true
+        } else {
+            false
         }
-        Err(e) => return Err(e),
+    } else {
+        fresh_host_lists
     };
-    Ok(Env { qemu, guest, perf })
+    let host_apt = Apt::for_kernel(&kernels::MATRIX[0], &paths.cache)?;
+    let attempt = || -> Result<GuestEnv> {
+        let c = candidates(&apt, spec)?;
+        let guest = guest(paths, &apt, &host_apt, &c)?;
+        let perf = perf(paths, &apt, &c)?;
+        Ok(GuestEnv { spec, guest, perf })
+    };
+    loop {
+        match attempt() {
+            Ok(g) => return Ok(g),
+            // Lists present but older than the mirror (a used machine's)
+            // name versions it no longer serves: refresh once, resolve again.
+            Err(e) if !fresh => {
+                eprintln!("==> {e:#}\n    refreshing the apt lists and trying again");
+                if apt.is_private() {
+                    apt.update()?;
+                } else {
+                    apt_update()?;
+                }
+                fresh = true;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 fn check_host() -> Result<()> {
@@ -122,33 +154,17 @@ fn check_host() -> Result<()> {
     Ok(())
 }
 
-/// The deb822 stanza for bookworm-backports, built from the stanza of
-/// `sources` that carries the plain `bookworm` suite, so it uses the same
-/// mirror and keyring as the host already trusts.
+/// The deb822 stanza for bookworm-backports, from the host's bookworm
+/// stanza, so it uses the same mirror and keyring as the host already
+/// trusts.
 pub fn backports_stanza(sources: &str) -> Result<String> {
-    for stanza in sources.split("\n\n") {
-        let field = |name: &str| {
-            stanza.lines().find_map(|l| {
-                l.strip_prefix(name)
-                    .and_then(|r| r.strip_prefix(':'))
-                    .map(|v| v.trim().to_string())
-            })
-        };
-        let Some(suites) = field("Suites") else {
-            continue;
-        };
-        if !suites.split_whitespace().any(|s| s == SUITE) {
-            continue;
-        }
-        let uris = field("URIs").context("apt sources: bookworm stanza has no URIs")?;
-        let mut out =
-            format!("Types: deb deb-src\nURIs: {uris}\nSuites: {BACKPORTS}\nComponents: main\n");
-        if let Some(key) = field("Signed-By") {
-            out.push_str(&format!("Signed-By: {key}\n"));
-        }
-        return Ok(out);
+    let (uris, key) = kernels::host_mirror(sources)?;
+    let mut out =
+        format!("Types: deb deb-src\nURIs: {uris}\nSuites: {BACKPORTS}\nComponents: main\n");
+    if let Some(key) = key {
+        out.push_str(&format!("Signed-By: {key}\n"));
     }
-    bail!("apt sources: no stanza with `Suites: {SUITE}` in /etc/apt/sources.list.d/debian.sources")
+    Ok(out)
 }
 
 /// Adds bookworm-backports (with deb-src, for QEMU's source) and the arm64
@@ -426,46 +442,59 @@ pub struct Candidates {
     pub kver: String,
     /// Debian version of that kernel image package.
     pub kernel: String,
-    pub busybox: String,
     pub perf: String,
 }
 
-const CANDIDATE_PACKAGES: &[&str] = &[
-    "linux-image-arm64:arm64",
-    "busybox-static:arm64",
-    "linux-perf:arm64",
-];
+const CANDIDATE_PACKAGES: &[&str] = &["linux-image-arm64:arm64", "linux-perf:arm64"];
 
-fn candidates() -> Result<Candidates> {
+fn candidates(apt: &Apt, spec: &KernelSpec) -> Result<Candidates> {
     let out = run(
         "apt-cache show of the guest packages",
-        Command::new("apt-cache")
+        apt.command("apt-cache")
             .args(["show", "--no-all-versions"])
             .args(CANDIDATE_PACKAGES),
     )?;
-    parse_candidates(&out)
+    let c = parse_candidates(&out)?;
+    if !spec.matches(&c.kver) {
+        bail!(
+            "{}: linux-image-arm64 of {} is now {} ({}), not a {} kernel; \
+             update the matrix in integration/xtask/src/kernels.rs",
+            spec.name,
+            spec.release,
+            c.kver,
+            c.kernel,
+            spec.name
+        );
+    }
+    Ok(c)
+}
+
+/// The fields of each stanza of an `apt-cache show`, by package.
+fn stanzas(text: &str) -> Vec<(String, std::collections::HashMap<String, String>)> {
+    let mut out: Vec<(String, std::collections::HashMap<String, String>)> = Vec::new();
+    for l in text.lines() {
+        if let Some(p) = l.strip_prefix("Package: ") {
+            out.push((p.trim().to_string(), Default::default()));
+        } else if let (Some((k, v)), Some(last)) = (l.split_once(": "), out.last_mut()) {
+            if !l.starts_with(' ') {
+                last.1.insert(k.to_string(), v.trim().to_string());
+            }
+        }
+    }
+    out
 }
 
 /// Parses `apt-cache show` stanzas of [`CANDIDATE_PACKAGES`].
 pub fn parse_candidates(text: &str) -> Result<Candidates> {
-    let mut fields = std::collections::HashMap::new();
-    let mut pkg = String::new();
-    for l in text.lines() {
-        if let Some(p) = l.strip_prefix("Package: ") {
-            pkg = p.trim().to_string();
-        } else if let Some((k, v)) = l.split_once(": ") {
-            if k == "Version" || k == "Depends" {
-                fields.insert((pkg.clone(), k.to_string()), v.trim().to_string());
-            }
-        }
-    }
+    let st = stanzas(text);
     let get = |p: &str, k: &str| {
-        fields
-            .get(&(p.to_string(), k.to_string()))
-            .cloned()
+        st.iter()
+            .find(|(name, _)| name == p)
+            .and_then(|(_, f)| f.get(k).cloned())
             .with_context(|| format!("apt-cache show: no {k} for {p}:arm64"))
     };
-    // "linux-image-6.1.0-56-arm64 (= 6.1.192-2)"
+    // "linux-image-6.1.0-56-arm64 (= 6.1.192-2)"; 7.x lists linux-base-arm64
+    // first.
     let dep = get("linux-image-arm64", "Depends")?;
     let (kpkg, kernel) = dep
         .split(',')
@@ -482,22 +511,42 @@ pub fn parse_candidates(text: &str) -> Result<Candidates> {
     Ok(Candidates {
         kver: kpkg.to_string(),
         kernel: kernel.to_string(),
-        busybox: get("busybox-static", "Version")?,
         perf: get("linux-perf", "Version")?,
     })
 }
 
-/// Downloads and unpacks the Debian arm64 kernel (image, headers, kbuild)
-/// and busybox-static, keyed by their package versions.
-fn guest(paths: &Paths, c: &Candidates) -> Result<Guest> {
+/// The packages named in Depends/Pre-Depends of `stanzas` that start with
+/// `prefixes` (first alternative of each, without version or arch).
+pub fn depends_with_prefix(text: &str, prefixes: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (_, f) in stanzas(text) {
+        for field in ["Pre-Depends", "Depends"] {
+            let Some(v) = f.get(field) else { continue };
+            for d in v.split(',') {
+                let first = d.split('|').next().unwrap_or("").trim();
+                let name = first
+                    .split([' ', '('])
+                    .next()
+                    .unwrap_or("")
+                    .split(':')
+                    .next()
+                    .unwrap_or("");
+                if prefixes.iter().any(|p| name.starts_with(p)) && !out.iter().any(|o| o == name) {
+                    out.push(name.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Downloads and unpacks the Debian arm64 kernel (image, and for kernels
+/// whose kbuild runs on this host, headers and kbuild) and busybox-static,
+/// keyed by their package versions.
+fn guest(paths: &Paths, apt: &Apt, host_apt: &Apt, c: &Candidates) -> Result<Guest> {
     let kver = c.kver.clone();
-    let abi = kver.trim_end_matches("-arm64").to_string();
     let image_pkg = format!("linux-image-{kver}:arm64");
     let kpkg_version = c.kernel.clone();
-    let kbuild_pkg = format!(
-        "linux-kbuild-{}",
-        abi.split('.').take(2).collect::<Vec<_>>().join(".")
-    );
 
     let kdir = paths
         .cache
@@ -512,93 +561,152 @@ fn guest(paths: &Paths, c: &Candidates) -> Result<Guest> {
         let debs = kdir.join("debs");
         let _ = fs::remove_dir_all(&kdir);
         fs::create_dir_all(&debs)?;
+        // 7.x: the image package is a stub depending on the kernel and its
+        // modules.
+        let show = run(
+            "apt-cache show of the guest kernel image",
+            apt.command("apt-cache")
+                .args(["show", "--no-all-versions"])
+                .arg(&image_pkg),
+        )?;
+        let mut pkgs = vec![image_pkg.clone()];
+        pkgs.extend(
+            depends_with_prefix(&show, &["linux-binary-", "linux-modules-"])
+                .into_iter()
+                .map(|p| format!("{p}:arm64")),
+        );
+        if !apt.is_private() {
+            // Out-of-tree guest modules: headers, and kbuild for amd64 (its
+            // scripts are host binaries, which only the host's suite runs).
+            let abi = kver.trim_end_matches("-arm64");
+            pkgs.push(format!("linux-headers-{kver}:arm64"));
+            pkgs.push(format!("linux-headers-{abi}-common"));
+            pkgs.push(format!(
+                "linux-kbuild-{}",
+                abi.split('.').take(2).collect::<Vec<_>>().join(".")
+            ));
+        }
         apt_download(
+            apt,
             "apt-get download of the guest kernel packages",
             &debs,
-            &[
-                image_pkg,
-                format!("linux-headers-{kver}:arm64"),
-                format!("linux-headers-{abi}-common"),
-                // amd64: its scripts are host binaries.
-                kbuild_pkg,
-            ],
+            &pkgs,
         )?;
         unpack_debs(&debs, &root)?;
-        fix_headers_makefile(&root, &kver, &abi)?;
+        let abi = kver.trim_end_matches("-arm64");
+        fix_headers_makefile(&root, &kver, abi)?;
         write_atomic(&complete, b"ok\n")?;
         step.done("ready");
     }
 
-    let bb_version = c.busybox.clone();
-    let bdir = paths
-        .cache
-        .join("busybox")
-        .join(bb_version.replace(':', "_"));
-    let bcomplete = bdir.join(".complete");
-    if !bcomplete.exists() {
-        let step = Step::new(format!("busybox-static {bb_version}: download and unpack"));
+    let busybox = busybox(paths, host_apt)?;
+    // 7.x (and merged-/usr suites) put modules and the kernel under /usr.
+    let first = |cands: &[String]| {
+        cands
+            .iter()
+            .map(|c| root.join(c))
+            .find(|p| p.exists())
+            .with_context(|| {
+                format!(
+                    "guest set-up: none of {cands:?} under {} after unpacking",
+                    root.display()
+                )
+            })
+    };
+    let kernel = first(&[
+        format!("boot/vmlinuz-{kver}"),
+        format!("usr/lib/modules/{kver}/vmlinuz"),
+    ])?;
+    let modules = first(&[
+        format!("lib/modules/{kver}"),
+        format!("usr/lib/modules/{kver}"),
+    ])?;
+    let headers = root.join(format!("usr/src/linux-headers-{kver}"));
+    Ok(Guest {
+        kernel,
+        modules,
+        headers: headers.is_dir().then_some(headers),
+        busybox,
+        kver,
+        kpkg_version,
+    })
+}
+
+/// bookworm's static busybox: one for every kernel of the matrix.
+fn busybox(paths: &Paths, host_apt: &Apt) -> Result<PathBuf> {
+    let show = run(
+        "apt-cache show busybox-static:arm64",
+        host_apt
+            .command("apt-cache")
+            .args(["show", "--no-all-versions", "busybox-static:arm64"]),
+    )?;
+    let version = stanzas(&show)
+        .into_iter()
+        .find_map(|(_, f)| f.get("Version").cloned())
+        .context("apt-cache show: no Version for busybox-static:arm64")?;
+    let bdir = paths.cache.join("busybox").join(version.replace(':', "_"));
+    let bin = bdir.join("root/bin/busybox");
+    if !bdir.join(".complete").exists() {
+        let step = Step::new(format!("busybox-static {version}: download and unpack"));
         let debs = bdir.join("debs");
         let _ = fs::remove_dir_all(&bdir);
         fs::create_dir_all(&debs)?;
         apt_download(
+            host_apt,
             "apt-get download busybox-static:arm64",
             &debs,
             &["busybox-static:arm64".to_string()],
         )?;
         unpack_debs(&debs, &bdir.join("root"))?;
-        write_atomic(&bcomplete, b"ok\n")?;
+        if !bin.exists() {
+            bail!("guest set-up: {} missing after unpacking", bin.display());
+        }
+        write_atomic(&bdir.join(".complete"), b"ok\n")?;
         step.done("ready");
     }
-
-    let guest = Guest {
-        kernel: root.join(format!("boot/vmlinuz-{kver}")),
-        modules: root.join(format!("lib/modules/{kver}")),
-        headers: root.join(format!("usr/src/linux-headers-{kver}")),
-        busybox: bdir.join("root/bin/busybox"),
-        kver,
-        kpkg_version,
-    };
-    for p in [&guest.kernel, &guest.modules, &guest.busybox] {
-        if !p.exists() {
-            bail!("guest set-up: {} missing after unpacking", p.display());
-        }
-    }
-    Ok(guest)
+    Ok(bin)
 }
 
-/// Debian's `linux-perf:arm64` and the packages of its shared-library
-/// closure (found by walking DT_NEEDED; checked again after unpacking).
-const PERF_PACKAGES: &[&str] = &[
-    "linux-perf",
-    "libc6",
-    "libbabeltrace1",
-    "libglib2.0-0",
-    "libpcre2-8-0",
-    "libuuid1",
-    "libopencsd1",
-    "libstdc++6",
-    "libgcc-s1",
-    "libdw1",
-    "libelf1",
-    "libbz2-1.0",
-    "libperl5.36",
-    "libcrypt1",
-    "libpython3.11",
-    "libexpat1",
-    "libslang2",
-    "libunwind8",
-    "libcap2",
-    "libnuma1",
-    "liblzma5",
-    "zlib1g",
-    "libzstd1",
-];
+/// Packages a perf closure may need: shared libraries only (perf runs
+/// without its perl and python scripting packages).
+const LIBRARY_PREFIXES: &[&str] = &["lib", "zlib1g"];
+
+/// `linux-perf` and the arm64 library packages it depends on, transitively,
+/// in the suite's own versions (trixie's glibc and loader for newer perf).
+/// `Architecture: all` ones (data, configuration) hold no libraries.
+fn perf_packages(apt: &Apt) -> Result<Vec<String>> {
+    let mut seen = vec!["linux-perf".to_string()];
+    let mut arm64 = Vec::new();
+    let mut frontier = seen.clone();
+    while !frontier.is_empty() {
+        let show = run(
+            "apt-cache show of perf's dependencies",
+            apt.command("apt-cache")
+                .args(["show", "--no-all-versions"])
+                .args(frontier.iter().map(|p| format!("{p}:arm64"))),
+        )?;
+        for (name, fields) in stanzas(&show) {
+            if fields.get("Architecture").is_some_and(|a| a == "arm64") && !arm64.contains(&name) {
+                arm64.push(name);
+            }
+        }
+        frontier = depends_with_prefix(&show, LIBRARY_PREFIXES)
+            .into_iter()
+            .filter(|p| !seen.contains(p))
+            .collect();
+        seen.extend(frontier.iter().cloned());
+    }
+    Ok(arm64)
+}
 
 /// The library directories the guest's ld.so searches without a cache.
 pub const GUEST_LIB_DIRS: &[&str] = &["lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu"];
 
+/// perf's ELF interpreter.
+const LOADER: &str = "lib/ld-linux-aarch64.so.1";
+
 /// Downloads and unpacks perf with its closure, keyed by perf's version.
-fn perf(paths: &Paths, c: &Candidates) -> Result<PathBuf> {
+fn perf(paths: &Paths, apt: &Apt, c: &Candidates) -> Result<PathBuf> {
     let version = c.perf.clone();
     let dir = paths.cache.join("perf").join(&version);
     let root = dir.join("root");
@@ -612,15 +720,27 @@ fn perf(paths: &Paths, c: &Candidates) -> Result<PathBuf> {
     let debs = dir.join("debs");
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&debs)?;
+    let pkgs: Vec<String> = perf_packages(apt)?
+        .into_iter()
+        .map(|p| format!("{p}:arm64"))
+        .collect();
     apt_download(
+        apt,
         "apt-get download of linux-perf:arm64 and its libraries",
         &debs,
-        &PERF_PACKAGES
-            .iter()
-            .map(|p| format!("{p}:arm64"))
-            .collect::<Vec<_>>(),
+        &pkgs,
     )?;
     unpack_debs(&debs, &root)?;
+    // Merged-/usr suites ship the loader in /usr/lib only; base-files'
+    // /lib symlink is not in the closure, so link the interpreter itself.
+    if fs::symlink_metadata(root.join(LOADER)).is_err() {
+        let usr = Path::new("..").join("usr").join(LOADER);
+        if root.join("usr").join(LOADER).exists() {
+            fs::create_dir_all(root.join("lib"))?;
+            std::os::unix::fs::symlink(&usr, root.join(LOADER))
+                .with_context(|| format!("linking {LOADER}"))?;
+        }
+    }
     let files = perf_closure(&root)?;
     write_atomic(
         &dir.join("closure.txt"),
@@ -646,10 +766,32 @@ fn perf_closure(root: &Path) -> Result<Vec<String>> {
             .filter_map(|l| l.split('[').nth(1)?.split(']').next().map(str::to_string))
             .collect())
     };
-    let mut files = vec![
-        "usr/bin/perf".to_string(),
-        "lib/ld-linux-aarch64.so.1".to_string(),
-    ];
+    // A guest path and every link hop to the file it resolves to (the
+    // loader resolves each hop in the guest).
+    let with_target = |link: &str, files: &mut Vec<String>| -> Result<PathBuf> {
+        let mut rel = PathBuf::from(link);
+        for _ in 0..16 {
+            files.push(rel.to_string_lossy().into_owned());
+            let p = root.join(&rel);
+            let meta = fs::symlink_metadata(&p)
+                .with_context(|| format!("perf closure: {} does not exist", rel.display()))?;
+            if !meta.file_type().is_symlink() {
+                return Ok(p);
+            }
+            let target = fs::read_link(&p)?;
+            let joined = if target.is_absolute() {
+                target.strip_prefix("/").unwrap_or(&target).to_path_buf()
+            } else {
+                rel.parent().unwrap_or(Path::new("")).join(target)
+            };
+            rel = lexical_normal(&joined).with_context(|| {
+                format!("perf closure: {link} points outside the unpacked tree")
+            })?;
+        }
+        bail!("perf closure: {link}: too many levels of links")
+    };
+    let mut files = vec!["usr/bin/perf".to_string()];
+    with_target(LOADER, &mut files)?;
     let mut todo = needed(&root.join("usr/bin/perf"))?;
     let mut seen = std::collections::BTreeSet::new();
     while let Some(so) = todo.pop() {
@@ -660,19 +802,9 @@ fn perf_closure(root: &Path) -> Result<Vec<String>> {
             .iter()
             .find(|d| fs::symlink_metadata(root.join(d).join(&so)).is_ok())
         else {
-            bail!("perf closure: {so} is needed but no package in PERF_PACKAGES provides it");
+            bail!("perf closure: {so} is needed but no library package of perf's provides it");
         };
-        let link = format!("{dir}/{so}");
-        files.push(link.clone());
-        let real = fs::canonicalize(root.join(&link))?;
-        let rel = real
-            .strip_prefix(fs::canonicalize(root)?)
-            .context("perf closure: library link points outside the unpacked tree")?
-            .to_string_lossy()
-            .into_owned();
-        if rel != link {
-            files.push(rel);
-        }
+        let real = with_target(&format!("{dir}/{so}"), &mut files)?;
         todo.extend(needed(&real)?);
     }
     files.sort();
@@ -680,11 +812,24 @@ fn perf_closure(root: &Path) -> Result<Vec<String>> {
     Ok(files)
 }
 
+/// `a/b/../c` as `a/c`; `None` if it climbs above its start.
+fn lexical_normal(p: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::ParentDir if !out.pop() => return None,
+            std::path::Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    Some(out)
+}
+
 /// `apt-get download` into `dir`.
-fn apt_download(step: &str, dir: &Path, pkgs: &[String]) -> Result<()> {
+fn apt_download(apt: &Apt, step: &str, dir: &Path, pkgs: &[String]) -> Result<()> {
     run(
         step,
-        Command::new("apt-get")
+        apt.command("apt-get")
             .current_dir(dir)
             .arg("download")
             .args(pkgs),
@@ -746,9 +891,39 @@ mod tests {
         let c = parse_candidates(show).unwrap();
         assert_eq!(c.kver, "6.1.0-56-arm64");
         assert_eq!(c.kernel, "6.1.192-2");
-        assert_eq!(c.busybox, "1:1.35.0-4+b1");
         assert_eq!(c.perf, "6.1.192-2");
         assert!(parse_candidates("Package: linux-image-arm64\nDepends: foo\n").is_err());
+        // 7.x: the metapackage names linux-base-arm64 first.
+        let show = "Package: linux-image-arm64\nVersion: 7.3.4-1~bpo13+1\nDepends: linux-base-arm64 (= 7.3.4-1~bpo13+1), linux-image-7.3.4+deb13-arm64 (= 7.3.4-1~bpo13+1), linux-modules-arm64 (= 7.3.4-1~bpo13+1)\n\nPackage: linux-perf\nVersion: 7.3.4-1~bpo13+1\n";
+        let c = parse_candidates(show).unwrap();
+        assert_eq!(c.kver, "7.3.4+deb13-arm64");
+        assert_eq!(c.kernel, "7.3.4-1~bpo13+1");
+    }
+
+    #[test]
+    fn library_depends_skip_interpreters_and_versions() {
+        let show = "Package: linux-perf\nDepends: perl:any, python3:any, libc6 (>= 2.38), libdw1t64 (>= 0.161), zlib1g (>= 1:1.2.3.4), libfoo1 | libbar1\nDescription: x\n Depends: libnot-a-field\n\nPackage: libdw1t64\nPre-Depends: libc6\nDepends: libelf1t64 (= 0.192)\n";
+        assert_eq!(
+            depends_with_prefix(show, LIBRARY_PREFIXES),
+            ["libc6", "libdw1t64", "zlib1g", "libfoo1", "libelf1t64"]
+        );
+        let image = "Package: linux-image-7.3.4+deb13-arm64\nDepends: dracut | initramfs-tools (>= 0.120+deb8u2) | linux-initramfs-tool, linux-base-7.3.4+deb13-arm64 (= 7.3.4-1~bpo13+1), linux-binary-7.3.4+deb13-arm64 (= 7.3.4-1~bpo13+1), linux-modules-7.3.4+deb13-arm64 (= 7.3.4-1~bpo13+1)\n";
+        assert_eq!(
+            depends_with_prefix(image, &["linux-binary-", "linux-modules-"]),
+            [
+                "linux-binary-7.3.4+deb13-arm64",
+                "linux-modules-7.3.4+deb13-arm64"
+            ]
+        );
+    }
+
+    #[test]
+    fn link_hops_normalise_inside_the_tree() {
+        assert_eq!(
+            lexical_normal(Path::new("lib/../usr/lib/aarch64-linux-gnu/x.so")).unwrap(),
+            Path::new("usr/lib/aarch64-linux-gnu/x.so")
+        );
+        assert!(lexical_normal(Path::new("lib/../../etc/passwd")).is_none());
     }
 
     #[test]
