@@ -6,7 +6,7 @@
 //! mounted) without mknod, and so the archive is reproducible (fixed owner
 //! and mtime).
 
-use crate::setup::{Guest, GUEST_MODULES};
+use crate::setup::{Guest, GUEST_MODULES, GUEST_PROGRAMS};
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::fs;
@@ -320,8 +320,17 @@ pub fn build(
 fn add_perf(a: &mut Archive, root: &Path) -> Result<()> {
     let list = root.with_file_name("closure.txt");
     let text = fs::read_to_string(&list).with_context(|| format!("reading {}", list.display()))?;
-    for rel in text.lines().filter(|l| !l.is_empty()) {
+    let files: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+    for rel in &files {
         a.add_host(&root.join(rel), rel)?;
+    }
+    // Merged-/usr suites ship bash in /usr/bin; scripts ask for /bin/bash.
+    // (busybox --install leaves these alone: it skips existing names.)
+    for prog in GUEST_PROGRAMS {
+        let (bin, usr) = (format!("bin/{prog}"), format!("usr/bin/{prog}"));
+        if !files.contains(&bin.as_str()) && files.contains(&usr.as_str()) {
+            a.add(&bin, Node::Symlink(format!("/{usr}")));
+        }
     }
     Ok(())
 }

@@ -111,7 +111,8 @@ impl Apt {
         self.config.is_some()
     }
 
-    /// Whether the private lists exist (the host's are handled by setup).
+    /// Whether the private lists exist (apt may store them compressed; the
+    /// host's are handled by setup).
     pub fn lists_present(&self) -> bool {
         let Some(cfg) = &self.config else {
             return true;
@@ -121,7 +122,7 @@ impl Apt {
             d.filter_map(|e| e.ok()).any(|e| {
                 e.file_name()
                     .to_string_lossy()
-                    .ends_with("binary-arm64_Packages")
+                    .contains("binary-arm64_Packages")
             })
         })
     }

@@ -140,10 +140,10 @@ pub struct SpeRun {
     pub pmu_ss: bool,
     /// The backend's `--min-interval OPS` (PMSIDR_EL1.Interval).
     pub min_interval: Option<u32>,
-    /// QEMU's `-icount shift=auto`: TBs cannot count SPE operations in
-    /// their exit check, and the virtual clock may only be read where a
-    /// TB allows I/O.
-    pub icount: bool,
+    /// QEMU's `-icount OPTIONS` (see [`ICOUNT_AUTO`], [`ICOUNT_FIXED`]):
+    /// TBs cannot count SPE operations in their exit check, and the
+    /// virtual clock may only be read where a TB allows I/O.
+    pub icount: Option<&'static str>,
     /// The backend's `--scenario` file (faults to arm), as JSON text.
     pub faults: Option<&'static str>,
     /// Once the console shows the text, run `vhost-device-spe ctl --json
@@ -160,12 +160,22 @@ impl SpeRun {
             virtualization: false,
             pmu_ss: false,
             min_interval: None,
-            icount: false,
+            icount: None,
             faults: None,
             ctl_when: None,
         }
     }
 }
+
+/// `-icount`: virtual time paced to the host's speed.
+pub const ICOUNT_AUTO: &str = "shift=auto";
+
+/// `-icount`: one instruction per virtual nanosecond and idle time skipped,
+/// so guest time is what the guest executed, not how slowly the host
+/// emulated it. Tests that wait a fixed time for a program (perf's
+/// `sleep 1` before its snapshot signal) see the program as far as it
+/// would get on a 1 GHz in-order CPU.
+pub const ICOUNT_FIXED: &str = "shift=0,sleep=off";
 
 /// Fixed inputs shared by every run.
 pub struct Rig {
@@ -437,8 +447,8 @@ impl Rig {
                     "vhost-user-device-pci,chardev=spe0,virtio-id={VIRTIO_ID},num_vqs={NUM_VQS},config_size={CONFIG_SIZE}"
                 ));
         }
-        if spec.spe.as_ref().is_some_and(|s| s.icount) {
-            c.args(["-icount", "shift=auto"]);
+        if let Some(icount) = spec.spe.as_ref().and_then(|s| s.icount) {
+            c.args(["-icount", icount]);
         }
         c
     }
@@ -704,12 +714,12 @@ mod tests {
     #[test]
     fn icount_runs_add_icount_and_others_do_not() {
         let on = SpeRun {
-            icount: true,
+            icount: Some(ICOUNT_FIXED),
             ..SpeRun::new("neoverse-n1")
         };
         let args = qemu_args(Some(on));
         assert!(
-            args.windows(2).any(|w| w == ["-icount", "shift=auto"]),
+            args.windows(2).any(|w| w == ["-icount", ICOUNT_FIXED]),
             "{args:?}"
         );
         assert!(!qemu_args(Some(SpeRun::new("neoverse-n1"))).contains(&"-icount".into()));

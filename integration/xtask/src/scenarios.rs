@@ -177,7 +177,7 @@ pub fn all() -> Vec<Scenario> {
         Scenario {
             name: "spe-interval-others-icount",
             spe: Some(SpeRun {
-                icount: true,
+                icount: Some(crate::runner::ICOUNT_AUTO),
                 ..SpeRun::new("neoverse-n1")
             }),
             ..proof("spe-interval-others", proofs::check_spe_interval_others)
@@ -194,6 +194,37 @@ pub fn all() -> Vec<Scenario> {
             // FEAT_PMUv3_SS: the backend's `max` profile has it.
             spe: Some(SpeRun {
                 pmu_ss: true,
+                ..SpeRun::new("max")
+            }),
+        },
+        Scenario {
+            name: "spe-snapshot",
+            guest: "spe-snapshot",
+            backend: true,
+            timeout: Duration::from_secs(240),
+            expect: Expect::Pass(|out| {
+                if out.result("snapshot_workload_started") != Some("yes") {
+                    return Err("perf never started dd".into());
+                }
+                match num(out, "snapshot_samples")? {
+                    0 => Err("the snapshot holds no samples of dd".into()),
+                    _ => Ok(()),
+                }
+            }),
+            kill_backend_when: None,
+            spe: Some(SpeRun::new("neoverse-n1")),
+        },
+        Scenario {
+            name: "perf-test-spe",
+            guest: "perf-test-spe",
+            backend: true,
+            timeout: Duration::from_secs(480),
+            expect: Expect::Pass(check_perf_test_spe),
+            kill_backend_when: None,
+            // `max` has discard (FEAT_SPEv1p2); a fixed icount gives perf
+            // the guest time its tests' `sleep 1` assumes.
+            spe: Some(SpeRun {
+                icount: Some(crate::runner::ICOUNT_FIXED),
                 ..SpeRun::new("max")
             }),
         },
@@ -253,6 +284,42 @@ fn check_perf_version(out: &RunOutput) -> Result<(), String> {
         v => Err(format!(
             "guest perf version {v:?} on kernel {kernel:?}, want {want}*"
         )),
+    }
+}
+
+/// perf's own Arm SPE tests passed: both tests `Ok`, and every part of
+/// the trace-data test that this perf's script has (snapshot and
+/// system-wide at least) `PASS`.
+pub fn check_perf_test_spe(out: &RunOutput) -> Result<(), String> {
+    let mut errs = Vec::new();
+    for key in ["perf_test_trace", "perf_test_fork"] {
+        if out.result(key) != Some("Ok") {
+            errs.push(format!("{key}={:?}, want Ok", out.result(key)));
+        }
+    }
+    let parts: Vec<&str> = out
+        .result("perf_test_parts")
+        .unwrap_or("")
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .collect();
+    for need in ["snapshot", "system_wide"] {
+        if !parts.contains(&need) {
+            errs.push(format!(
+                "the trace-data test has no {need} part ({parts:?})"
+            ));
+        }
+    }
+    for p in parts {
+        let key = format!("perf_test_part_{p}");
+        if out.result(&key) != Some("PASS") {
+            errs.push(format!("{key}={:?}, want PASS", out.result(&key)));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
     }
 }
 

@@ -675,7 +675,7 @@ const LIBRARY_PREFIXES: &[&str] = &["lib", "zlib1g"];
 /// in the suite's own versions (trixie's glibc and loader for newer perf).
 /// `Architecture: all` ones (data, configuration) hold no libraries.
 fn perf_packages(apt: &Apt) -> Result<Vec<String>> {
-    let mut seen = vec!["linux-perf".to_string()];
+    let mut seen: Vec<String> = GUEST_PACKAGES.iter().map(|p| p.to_string()).collect();
     let mut arm64 = Vec::new();
     let mut frontier = seen.clone();
     while !frontier.is_empty() {
@@ -699,6 +699,18 @@ fn perf_packages(apt: &Apt) -> Result<Vec<String>> {
     Ok(arm64)
 }
 
+/// The suite's packages whose programs join busybox in the guest: perf,
+/// and what perf's shell tests need that busybox lacks (`#!/bin/bash`, a
+/// `mktemp` that takes five X's, a `taskset` that takes `--cpu-list`).
+const GUEST_PACKAGES: &[&str] = &["linux-perf", "bash", "coreutils", "util-linux"];
+
+/// The programs of [`GUEST_PACKAGES`] the guest gets (at their path in the
+/// package, /bin or /usr/bin), with their shared-library closure.
+pub const GUEST_PROGRAMS: &[&str] = &["perf", "bash", "mktemp", "taskset"];
+
+/// perf's shell tests, under the unpacked root.
+const PERF_TESTS: &str = "usr/lib/perf-core/tests/shell";
+
 /// The library directories the guest's ld.so searches without a cache.
 pub const GUEST_LIB_DIRS: &[&str] = &["lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu"];
 
@@ -708,7 +720,11 @@ const LOADER: &str = "lib/ld-linux-aarch64.so.1";
 /// Downloads and unpacks perf with its closure, keyed by perf's version.
 fn perf(paths: &Paths, apt: &Apt, c: &Candidates) -> Result<PathBuf> {
     let version = c.perf.clone();
-    let dir = paths.cache.join("perf").join(&version);
+    // Keyed by what goes in too, so a changed package list unpacks anew.
+    let dir = paths
+        .cache
+        .join("perf")
+        .join(format!("{version}+{}", GUEST_PACKAGES.join("+")));
     let root = dir.join("root");
     let complete = dir.join(".complete");
     if complete.exists() {
@@ -790,9 +806,24 @@ fn perf_closure(root: &Path) -> Result<Vec<String>> {
         }
         bail!("perf closure: {link}: too many levels of links")
     };
-    let mut files = vec!["usr/bin/perf".to_string()];
+    let mut files = Vec::new();
     with_target(LOADER, &mut files)?;
-    let mut todo = needed(&root.join("usr/bin/perf"))?;
+    let mut todo = Vec::new();
+    for prog in GUEST_PROGRAMS {
+        let found = ["usr/bin", "bin"]
+            .iter()
+            .map(|d| format!("{d}/{prog}"))
+            .find(|p| root.join(p).exists())
+            .with_context(|| format!("guest userland: no {prog} in the unpacked packages"))?;
+        let real = with_target(&found, &mut files)?;
+        todo.extend(needed(&real)?);
+    }
+    // perf's own shell tests (`perf test`), with the helpers they source.
+    let tests = root.join(PERF_TESTS);
+    for e in walk(&tests)? {
+        let rel = e.strip_prefix(root).expect("under root");
+        files.push(rel.to_string_lossy().into_owned());
+    }
     let mut seen = std::collections::BTreeSet::new();
     while let Some(so) = todo.pop() {
         if !seen.insert(so.clone()) {
@@ -810,6 +841,20 @@ fn perf_closure(root: &Path) -> Result<Vec<String>> {
     files.sort();
     files.dedup();
     Ok(files)
+}
+
+/// Every file (and link) under `dir`, recursively.
+fn walk(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for e in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let p = e?.path();
+        if fs::symlink_metadata(&p)?.is_dir() {
+            out.extend(walk(&p)?);
+        } else {
+            out.push(p);
+        }
+    }
+    Ok(out)
 }
 
 /// `a/b/../c` as `a/c`; `None` if it climbs above its start.

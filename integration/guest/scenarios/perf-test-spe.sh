@@ -1,0 +1,34 @@
+# perf's own Arm SPE tests, unmodified: `perf test` runs the shell tests
+# its package ships (tests/shell/test_arm_spe.sh: snapshot, system-wide and
+# discard parts; test_arm_spe_fork.sh). Each part's verdict and perf
+# test's own are result lines; the host judges them (scenarios.rs).
+tests=$(perf test list 2>&1 | grep -i 'arm spe')
+echo "$tests"
+[ -n "$tests" ] || { fail "perf test list names no Arm SPE test"; return; }
+# A Debian /bin/sh, not busybox's ash, which runs its own applets (its
+# mktemp refuses five X's) ahead of PATH: 6.1's tests are #!/bin/sh.
+ln -sf /bin/bash /bin/sh
+perf test -v 'Arm SPE' > /tmp/perf-test.log 2>&1
+result perf_test_rc=$?
+cat /tmp/perf-test.log
+# "NN: Check Arm SPE trace data ... : Ok" (or FAILED!, Skip): one key per
+# test, named by its script.
+verdict() {
+    v=$(grep -E "^ *[0-9]+: .*$1.*: (Ok|FAILED!|Skip|Skip \(.*\))\$" /tmp/perf-test.log |
+        tail -n 1 | sed 's/.*: //; s/[^A-Za-z!]//g')
+    echo "${v:-none}"
+}
+result perf_test_trace=$(verdict 'trace data recording')
+result perf_test_fork=$(verdict "hang when there are forks")
+# The parts of test_arm_spe.sh print "NAME: PASS|FAIL|SKIPPED"; which
+# parts this perf's script has is a result too (6.1's has no discard).
+script=$(grep -l 'Arm SPE trace data' /usr/lib/perf-core/tests/shell/*.sh | head -n 1)
+parts=
+for part in "SPE snapshot testing" "SPE system-wide testing" "SPE discard mode"; do
+    key=$(echo "$part" | sed 's/^SPE //; s/ testing//; s/ mode//; s/[^a-z]/_/g')
+    grep -q "\"$part" "$script" && parts="$parts${parts:+,}$key"
+    v=$(grep -E "^$part: (PASS|FAIL|SKIPPED)" /tmp/perf-test.log | tail -n 1 | sed 's/.*: //')
+    result "perf_test_part_$key=${v:-none}"
+done
+result "perf_test_parts=$parts"
+pass
