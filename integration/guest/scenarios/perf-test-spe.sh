@@ -5,16 +5,23 @@
 tests=$(perf test list 2>&1 | grep -i 'arm spe')
 echo "$tests"
 [ -n "$tests" ] || { fail "perf test list names no Arm SPE test"; return; }
+# How long perf record takes to start and stop around nothing, without
+# SPE: the snapshot part signals perf after a fixed `sleep 1`.
+t0=$(cut -d' ' -f1 /proc/uptime)
+perf record -e cpu-clock -o /tmp/startup.data -- true > /dev/null 2>&1
+t1=$(cut -d' ' -f1 /proc/uptime)
+result perf_startup_ms=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) * 1000 }')
 # A Debian /bin/sh, not busybox's ash, which runs its own applets (its
 # mktemp refuses five X's) ahead of PATH: 6.1's tests are #!/bin/sh.
 ln -sf /bin/bash /bin/sh
 perf test -v 'Arm SPE' > /tmp/perf-test.log 2>&1
 result perf_test_rc=$?
+result guest_cc=$(command -v cc > /dev/null && echo yes || echo no)
 cat /tmp/perf-test.log
-# "NN: Check Arm SPE trace data ... : Ok" (or FAILED!, Skip): one key per
-# test, named by its script.
+# "NN: Check Arm SPE trace data ... : Ok" (or FAILED!, Skip; 6.1 prints
+# the description again without the number): one key per test.
 verdict() {
-    v=$(grep -E "^ *[0-9]+: .*$1.*: (Ok|FAILED!|Skip|Skip \(.*\))\$" /tmp/perf-test.log |
+    v=$(grep -E "$1.*: (Ok|FAILED!|Skip|Skip \(.*\))\$" /tmp/perf-test.log |
         tail -n 1 | sed 's/.*: //; s/[^A-Za-z!]//g')
     echo "${v:-none}"
 }
