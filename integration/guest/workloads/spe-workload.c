@@ -8,6 +8,7 @@
  *   spe-workload loads PASSES
  *   spe-workload others ITERATIONS
  *   spe-workload faults ITERATIONS
+ *   spe-workload classes ITERATIONS
  *   spe-workload branches FILE
  *
  * Runs until ITERATIONS passes (default 200) or SECONDS of wall time,
@@ -29,6 +30,11 @@
  * touched yet and a step to the next page, FAULTS_OPS operations a pass,
  * so that every pass starts its TB with a page fault (taken at EL1) and
  * then runs on; it reports the page faults it took.
+ *
+ * `classes` mode runs a loop with one operation of each class SPE's type
+ * and event filters tell apart: a general-purpose and a SIMD&FP load and
+ * store, a conditional branch never taken (NOT-TAKEN), a taken one, and
+ * `subs` (other).
  *
  * `branches` mode runs nothing: it writes the direct branches in and after
  * spe_workload_strided and spe_workload_branchy to FILE, one
@@ -146,6 +152,26 @@ __attribute__((noinline)) void spe_workload_others(uint64_t n)
                      : [n] "+r"(n)
                      :
                      : "x9", "cc");
+}
+
+/* The classes mode's loop, on a zeroed line of the array (so `cbnz` is
+ * never taken). */
+__attribute__((noinline)) void spe_workload_classes(uint8_t *p, uint64_t n)
+{
+    if (!n)
+        return;
+    __asm__ volatile("1:\n"
+                     "ldr x9, [%[p]]\n"
+                     "ldr q0, [%[p], #16]\n"
+                     "str x9, [%[p], #32]\n"
+                     "str q0, [%[p], #48]\n"
+                     "cbnz x9, 2f\n"
+                     "2:\n"
+                     "subs %[n], %[n], #1\n"
+                     "b.ne 1b\n"
+                     : [p] "+r"(p), [n] "+r"(n)
+                     :
+                     : "x9", "v0", "cc", "memory");
 }
 
 /* The faults mode's loop: a load from the page at @p, which faults the
@@ -277,6 +303,18 @@ static int loads(uint64_t passes)
     return 0;
 }
 
+/* `classes` mode: ITERATIONS runs of spe_workload_classes's loop. */
+static int classes(uint64_t iterations)
+{
+    printf("SPE-RESULT workload_classes_pc=%p\n",
+           (void *)(uintptr_t)spe_workload_classes);
+    fflush(stdout);
+    spe_workload_classes(spe_workload_array + STRIDE, iterations);
+    printf("SPE-RESULT workload_iterations=%llu\n",
+           (unsigned long long)iterations);
+    return 0;
+}
+
 /* `others` mode: ITERATIONS runs of spe_workload_others's loop. */
 static int others(uint64_t iterations)
 {
@@ -336,6 +374,8 @@ int main(int argc, char **argv)
         return loads(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
     if (argc > 1 && !strcmp(argv[1], "others"))
         return others(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
+    if (argc > 1 && !strcmp(argv[1], "classes"))
+        return classes(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
     if (argc > 1 && !strcmp(argv[1], "faults"))
         return faults(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
 

@@ -1,6 +1,7 @@
 //! `cargo xtask`: set-up, tests and demo of vhost-device-spe on real Debian
 //! arm64 guests under a patched QEMU. See integration/README.md.
 
+mod attributes;
 mod bench;
 mod faults;
 mod host;

@@ -197,6 +197,17 @@ pub fn all() -> Vec<Scenario> {
                 ..SpeRun::new("max")
             }),
         },
+        // Issue 17: each filtering attribute of the driver, on the
+        // profile that has them all (FEAT_SPEv1p4 with EFT and FnE).
+        Scenario {
+            name: "spe-attributes",
+            guest: "spe-attributes",
+            backend: true,
+            timeout: Duration::from_secs(480),
+            expect: Expect::Pass(crate::attributes::check),
+            kill_backend_when: None,
+            spe: Some(SpeRun::new("max")),
+        },
         Scenario {
             name: "spe-snapshot",
             guest: "spe-snapshot",

@@ -30,12 +30,13 @@ spe_kv() {
 # spe_table DATA: decodes DATA with `perf report -D` (into DATA.dump) and
 # writes DATA.tab, one line per SPE record in buffer order:
 #
-#   cpu class op el pc tgt va pa lat ts nt
+#   cpu class op el pc tgt va pa lat ts nt ev
 #
 # cpu: the AUX buffer's CPU; class: LD, ST, B or the operation-type
 # packet's first word; op: that packet's whole text joined by '-' (e.g.
 # B-COND); el: the PC packet's EL; lat: the total latency; nt: 1 when the
-# events have NOT-TAKEN; '-' for an absent packet. Sets spe_n (records)
+# events have NOT-TAKEN; ev: the events packet's names joined by '-';
+# '-' for an absent packet. Sets spe_n (records)
 # and spe_bad (decoder errors).
 spe_table() {
     perf report -D -i "$1" > "$1.dump" 2>&1
@@ -43,9 +44,9 @@ spe_table() {
     # AUX headers and the packets read here (PC, TGT, VA, PA, total
     # latency, operation type, events, timestamp, end) by header byte.
     grep -E 'PERF_RECORD_AUXTRACE |^\.  [0-9a-f]{8}:  (b[0-3]|98|4[89a]|[4-7]2|71|01) ' "$1.dump" | awk '
-    function reset() { cls = op = el = pc = tgt = va = pa = lat = ts = "-"; nt = 0 }
+    function reset() { cls = op = el = pc = tgt = va = pa = lat = ts = ev = "-"; nt = 0 }
     function emit() {
-        print cpu, cls, op, el, pc, tgt, va, pa, lat, ts, nt
+        print cpu, cls, op, el, pc, tgt, va, pa, lat, ts, nt, ev
         reset()
     }
     BEGIN { reset(); cpu = "-" }
@@ -67,7 +68,11 @@ spe_table() {
         else if ($1 == "VA") va = $2
         else if ($1 == "PA") pa = $2
         else if ($1 == "LAT" && $3 == "TOT") lat = $2
-        else if ($1 == "EV" && / NOT-TAKEN/) nt = 1
+        else if ($1 == "EV") {
+            ev = $2
+            for (i = 3; i <= NF; i++) ev = ev "-" $i
+            if (/ NOT-TAKEN/) nt = 1
+        }
         else if ($1 == "TS") { ts = $2; emit() }
         else if ($1 == "END") emit()
     }' > "$1.tab"

@@ -1,0 +1,89 @@
+# Every filtering format attribute of the guest's arm_spe_pmu, one perf
+# record of `spe-workload classes` each, and a run with none (the control:
+# every class the filters remove is there). Per run, the records by class
+# as `ATTR_CLASS=N` results; the host judges them (attributes.rs). An
+# attribute this driver lacks is reported absent, a value it refuses
+# refused. Then discard=1: no AUX
+# data and no PMBIRQ while the backend counts discarded records.
+. /scenarios/lib/spe.sh
+fmt=/sys/bus/event_source/devices/arm_spe_0/format
+iters=${spe_attr_iterations:-100000}
+
+# spe_attr_classes DATA: DATA.tab's records as ldgp ldsimd stgp stsimd
+# atomic br brnt other counts, and those with L1D-REFILL (evrefill) and
+# L1D-ACCESS (evl1d) events (key=value).
+spe_attr_classes() {
+    awk '{
+        c = "other"
+        if ($2 == "LD" || $2 == "ST") {
+            if ($3 ~ /-AT(-|$)/) c = "atomic"
+            else c = tolower($2) ($3 ~ /SIMD-FP/ ? "simd" : "gp")
+        } else if ($2 == "B") c = $11 ? "brnt" : "br"
+        n[c]++
+        if ($12 ~ /(^|-)L1D-REFILL(-|$)/) refill++
+        if ($12 ~ /(^|-)L1D-ACCESS(-|$)/) l1d++
+    }
+    END {
+        printf "ldgp=%d ldsimd=%d stgp=%d stsimd=%d atomic=%d br=%d brnt=%d other=%d ",
+            n["ldgp"], n["ldsimd"], n["stgp"], n["stsimd"], n["atomic"], n["br"],
+            n["brnt"], n["other"]
+        printf "evrefill=%d evl1d=%d\n", refill, l1d
+    }' "$1.tab"
+}
+
+# NAME|TERMS: the attribute proven and the event's terms.
+while IFS='|' read -r name terms; do
+    [ -n "$name" ] || continue
+    missing=
+    for t in $(echo "$terms" | tr ',' ' '); do
+        [ -e "$fmt/${t%%=*}" ] || missing="$missing ${t%%=*}"
+    done
+    if [ -n "$missing" ]; then
+        result "attr_${name}_absent=$(echo $missing | tr ' ' ,)"
+        continue
+    fi
+    # An older driver may refuse a value (6.1 takes PMSEVFR's valid bits
+    # from the SPE version, not from the PE): reported, judged by the host.
+    if ! perf record -e "arm_spe_0/ts_enable=1${terms:+,$terms}/" -o /tmp/$name.data \
+        -- spe-workload classes "$iters" < /dev/null > /tmp/$name.data.log 2>&1; then
+        tail -n 3 /tmp/$name.data.log
+        result "attr_${name}_refused=1"
+        continue
+    fi
+    spe_table /tmp/$name.data
+    result $(echo "n=$spe_n bad=$spe_bad $(spe_attr_classes /tmp/$name.data)" |
+        sed "s/\([a-z0-9]*\)=/attr_${name}_\1=/g")
+done << 'EOF'
+none|
+branch_filter|branch_filter=1
+load_filter|load_filter=1
+store_filter|store_filter=1
+simd_filter|simd_filter=1
+float_filter|float_filter=1
+branch_filter_mask|branch_filter=1,branch_filter_mask=1
+load_filter_mask|load_filter=1,load_filter_mask=1,simd_filter=1,simd_filter_mask=1
+store_filter_mask|load_filter=1,store_filter_mask=1
+simd_filter_mask|load_filter=1,simd_filter_mask=1
+float_filter_mask|store_filter=1,store_filter_mask=1,float_filter=1,float_filter_mask=1
+event_filter|event_filter=0x8
+inv_event_filter|inv_event_filter=0x8
+event_filter_l1d|event_filter=0x4
+inv_event_filter_l1d|inv_event_filter=0x4
+event_filter_not_taken|event_filter=0x40
+inv_event_filter_not_taken|branch_filter=1,inv_event_filter=0x40
+EOF
+
+spe_irqs() {
+    awk '/arm_spe|spe/ { n = 0; for (i = 2; i <= 3; i++) n += $i; print n }' /proc/interrupts |
+        head -n 1
+}
+if [ -e "$fmt/discard" ]; then
+    irq0=$(spe_irqs)
+    spe_record /tmp/discard.data arm_spe_0/discard=1/ -- spe-workload classes "$iters" || return
+    irq1=$(spe_irqs)
+    aux=$(perf report -D -i /tmp/discard.data 2>/dev/null | grep -c 'PERF_RECORD_AUX ')
+    result attr_discard_aux_records=$aux attr_discard_irqs=$((irq1 - irq0))
+else
+    result attr_discard_absent=discard
+fi
+pass

@@ -1,0 +1,320 @@
+//! Issue 17: each filtering format attribute of the guest's `arm_spe_pmu`,
+//! judged from the records of integration/guest/scenarios/spe-attributes.sh
+//! (one perf record of `spe-workload classes` per attribute).
+
+use crate::runner::RunOutput;
+use crate::scenarios::backend_stat;
+
+/// The record classes the guest counts (spe_attr_classes).
+const CLASSES: [&str; 8] = [
+    "ldgp", "ldsimd", "stgp", "stsimd", "atomic", "br", "brnt", "other",
+];
+
+/// What `spe-workload classes` runs: general-purpose and SIMD&FP loads
+/// and stores, a taken and a never-taken branch, and `subs`. Each must be
+/// in the run without a filter (the control), and in every run whose
+/// filter keeps it.
+const WORKLOAD: [&str; 7] = ["ldgp", "ldsimd", "stgp", "stsimd", "br", "brnt", "other"];
+
+pub struct Attr {
+    /// The attribute proven (the run's name in the guest script).
+    pub name: &'static str,
+    /// The kernel (major, minor) whose driver has it (or takes its value)
+    /// first.
+    pub since: (u32, u32),
+    /// The classes its run may hold; every other class must be absent.
+    pub keeps: &'static [&'static str],
+    /// Whether each kept class must show (false where the filter keeps an
+    /// operation by a random event, which a small class may never get).
+    pub every_kept: bool,
+    /// An event count (`evrefill`, `evl1d`) that must equal the run's
+    /// records (true) or be zero (false).
+    pub event: Option<(&'static str, bool)>,
+}
+
+const LDST: &[&str] = &["ldgp", "ldsimd", "stgp", "stsimd", "atomic"];
+
+/// A type filter's run: exactly the classes `keeps`.
+const fn by_type(name: &'static str, since: (u32, u32), keeps: &'static [&'static str]) -> Attr {
+    Attr {
+        name,
+        since,
+        keeps,
+        every_kept: true,
+        event: None,
+    }
+}
+
+/// The guest script's runs, with the classes SPEFilterByType and
+/// SPEFilterByEvents keep (atomics are loads and stores at once). Event
+/// bits: 2 L1D-ACCESS, 3 L1D-REFILL, 6 NOT-TAKEN. QEMU's sampler gives
+/// every load and store L1D-ACCESS and one in 32 L1D-REFILL.
+pub const ATTRS: &[Attr] = &[
+    by_type("branch_filter", (4, 0), &["br", "brnt"]),
+    by_type("load_filter", (4, 0), &["ldgp", "ldsimd", "atomic"]),
+    by_type("store_filter", (4, 0), &["stgp", "stsimd", "atomic"]),
+    by_type("simd_filter", (6, 18), &["ldsimd", "stsimd"]),
+    by_type("float_filter", (6, 18), &["ldsimd", "stsimd"]),
+    // branch_filter=1,branch_filter_mask=1: B required.
+    by_type("branch_filter_mask", (6, 18), &["br", "brnt"]),
+    // load and SIMD both required.
+    by_type("load_filter_mask", (6, 18), &["ldsimd"]),
+    // load_filter=1,store_filter_mask=1: a load that is not a store.
+    by_type("store_filter_mask", (6, 18), &["ldgp", "ldsimd"]),
+    // load_filter=1,simd_filter_mask=1: a load that is not SIMD.
+    by_type("simd_filter_mask", (6, 18), &["ldgp", "atomic"]),
+    // store and FP both required.
+    by_type("float_filter_mask", (6, 18), &["stsimd"]),
+    // event_filter=0x8: L1D-REFILL required.
+    Attr {
+        name: "event_filter",
+        since: (4, 0),
+        keeps: LDST,
+        every_kept: false,
+        event: Some(("evrefill", true)),
+    },
+    // inv_event_filter=0x8: L1D-REFILL excluded.
+    Attr {
+        name: "inv_event_filter",
+        since: (6, 3),
+        keeps: &CLASSES,
+        every_kept: true,
+        event: Some(("evrefill", false)),
+    },
+    // event_filter=0x4: L1D-ACCESS required. Drivers before 6.18 take
+    // PMSEVFR_EL1's valid bits from the SPE version (bits 2, 4 and 6 are
+    // RES0 before FEAT_SPEv1p4 there) and refuse it; 6.18 reads the
+    // register back after writing all-ones.
+    Attr {
+        name: "event_filter_l1d",
+        since: (6, 18),
+        keeps: LDST,
+        every_kept: true,
+        event: Some(("evl1d", true)),
+    },
+    // inv_event_filter=0x4: L1D-ACCESS excluded.
+    Attr {
+        name: "inv_event_filter_l1d",
+        since: (6, 18),
+        keeps: &["br", "brnt", "other"],
+        every_kept: true,
+        event: Some(("evl1d", false)),
+    },
+    // event_filter=0x40: NOT-TAKEN required.
+    by_type("event_filter_not_taken", (6, 18), &["brnt"]),
+    // branch_filter=1,inv_event_filter=0x40: branches without NOT-TAKEN.
+    by_type("inv_event_filter_not_taken", (6, 18), &["br"]),
+];
+
+/// The kernel (major, minor) of the run's `kernel=` result.
+fn kernel_line(out: &RunOutput) -> Option<(u32, u32)> {
+    let k = out.result("kernel")?;
+    let mut it = k.split(['.', '-', '+']).map(|p| p.parse::<u32>().ok());
+    Some((it.next()??, it.next()??))
+}
+
+fn count(out: &RunOutput, run: &str, class: &str) -> Result<u64, String> {
+    let key = format!("attr_{run}_{class}");
+    out.result(&key)
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("no {key} result"))
+}
+
+/// Every attribute the kernel's driver has kept exactly its classes, the
+/// unfiltered control had all of them, and discard=1 wrote nothing.
+pub fn check(out: &RunOutput) -> Result<(), String> {
+    let kernel = kernel_line(out).ok_or("no kernel= result")?;
+    let mut errs = Vec::new();
+    for c in WORKLOAD {
+        if count(out, "none", c)? == 0 {
+            errs.push(format!("control: no {c} records without a filter"));
+        }
+    }
+    // Each event filter has records to keep and to remove.
+    let records = count(out, "none", "n")?;
+    for ev in ["evrefill", "evl1d"] {
+        let n = count(out, "none", ev)?;
+        if n == 0 || n == records {
+            errs.push(format!("control: {n} of {records} records with {ev}"));
+        }
+    }
+    for a in ATTRS {
+        let mut skipped = false;
+        for why in ["absent", "refused"] {
+            if out.result(&format!("attr_{}_{why}", a.name)).is_some() {
+                skipped = true;
+                if kernel >= a.since {
+                    errs.push(format!(
+                        "{}: {why} by the {}.{} driver",
+                        a.name, kernel.0, kernel.1
+                    ));
+                }
+            }
+        }
+        if skipped {
+            continue;
+        }
+        if count(out, a.name, "bad")? != 0 {
+            errs.push(format!("{}: decoder errors", a.name));
+        }
+        let records = count(out, a.name, "n")?;
+        if records == 0 {
+            errs.push(format!("{}: no records", a.name));
+        }
+        for c in CLASSES {
+            let n = count(out, a.name, c)?;
+            let kept = a.keeps.contains(&c);
+            if !kept && n != 0 {
+                errs.push(format!("{}: {n} {c} records", a.name));
+            }
+            if kept && a.every_kept && WORKLOAD.contains(&c) && n == 0 {
+                errs.push(format!("{}: no {c} records", a.name));
+            }
+        }
+        if let Some((ev, all)) = a.event {
+            let n = count(out, a.name, ev)?;
+            let want = if all { records } else { 0 };
+            if n != want {
+                errs.push(format!(
+                    "{}: {n} of {records} records with {ev}, want {want}",
+                    a.name
+                ));
+            }
+        }
+    }
+    if out.result("attr_discard_absent").is_some() {
+        if kernel >= (6, 14) {
+            errs.push("discard: absent".into());
+        }
+    } else {
+        let aux = count(out, "discard", "aux_records")?;
+        let irqs = count(out, "discard", "irqs")?;
+        let discarded = backend_stat(&out.backend_log, "discarded").unwrap_or(0);
+        if aux != 0 || irqs != 0 {
+            errs.push(format!("discard: {aux} AUX records, {irqs} PMBIRQs"));
+        }
+        // Only PMBLIMITR_EL1.FM = 0b10 makes the backend discard.
+        if discarded == 0 {
+            errs.push("discard: the backend discarded no record (FM = 0b10 never seen)".into());
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::Verdict;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    /// A run of the 7.3 driver where every filter kept its classes.
+    fn good() -> RunOutput {
+        let mut results = vec![("kernel".to_string(), "7.3.4+deb13-arm64".to_string())];
+        let mut put = |run: &str, keeps: &[&str], event: Option<(&str, bool)>| {
+            let mut total = 0;
+            for c in CLASSES {
+                let n = if keeps.contains(&c) { 10 } else { 0 };
+                total += n;
+                results.push((format!("attr_{run}_{c}"), n.to_string()));
+            }
+            results.push((format!("attr_{run}_bad"), "0".into()));
+            results.push((format!("attr_{run}_n"), total.to_string()));
+            for ev in ["evrefill", "evl1d"] {
+                let n = match event {
+                    Some((e, true)) if e == ev => total,
+                    Some((e, false)) if e == ev => 0,
+                    _ => 5,
+                };
+                results.push((format!("attr_{run}_{ev}"), n.to_string()));
+            }
+        };
+        put("none", &CLASSES, None);
+        for a in ATTRS {
+            put(a.name, a.keeps, a.event);
+        }
+        results.push(("attr_discard_aux_records".into(), "0".into()));
+        results.push(("attr_discard_irqs".into(), "0".into()));
+        RunOutput {
+            verdict: Verdict::Pass,
+            results,
+            console: String::new(),
+            backend_log: "stats total: samples=9 records=5 discarded=4".into(),
+            elapsed: Duration::ZERO,
+            dir: PathBuf::new(),
+        }
+    }
+
+    fn set(out: &mut RunOutput, key: &str, value: &str) {
+        out.results.retain(|(k, _)| k != key);
+        out.results.push((key.into(), value.into()));
+    }
+
+    #[test]
+    fn each_filter_must_keep_exactly_its_classes() {
+        assert_eq!(check(&good()), Ok(()));
+        for a in ATTRS {
+            // A class the filter removes leaks in...
+            if let Some(leak) = CLASSES.iter().find(|c| !a.keeps.contains(c)) {
+                let mut out = good();
+                set(&mut out, &format!("attr_{}_{leak}", a.name), "1");
+                assert!(check(&out).is_err(), "{} let {leak} through", a.name);
+            }
+            // ...or one it keeps is missing...
+            if a.every_kept {
+                let mut out = good();
+                set(&mut out, &format!("attr_{}_{}", a.name, a.keeps[0]), "0");
+                assert!(check(&out).is_err(), "{} lost {}", a.name, a.keeps[0]);
+            }
+            // ...or a record has (lacks) the event it filters on.
+            if let Some((ev, all)) = a.event {
+                let mut out = good();
+                set(
+                    &mut out,
+                    &format!("attr_{}_{ev}", a.name),
+                    if all { "1" } else { "2" },
+                );
+                assert!(check(&out).is_err(), "{} {ev}", a.name);
+            }
+        }
+    }
+
+    #[test]
+    fn the_control_and_discard_can_fail() {
+        let mut out = good();
+        set(&mut out, "attr_none_ldsimd", "0");
+        assert!(check(&out).is_err());
+        let mut out = good();
+        set(&mut out, "attr_none_evrefill", "0");
+        assert!(check(&out).is_err());
+        let mut out = good();
+        set(&mut out, "attr_discard_aux_records", "3");
+        assert!(check(&out).is_err());
+        let mut out = good();
+        out.backend_log = "stats total: samples=9 records=5 discarded=0".into();
+        assert!(check(&out).is_err());
+    }
+
+    #[test]
+    fn absent_attributes_only_on_older_drivers() {
+        let mut out = good();
+        out.results
+            .push(("attr_simd_filter_absent".into(), "simd_filter".into()));
+        assert!(check(&out).is_err(), "7.3 has simd_filter");
+        set(&mut out, "kernel", "6.1.0-56-arm64");
+        out.results
+            .push(("attr_discard_absent".into(), "discard".into()));
+        assert_eq!(check(&out), Ok(()));
+        set(&mut out, "attr_event_filter_l1d_refused", "1");
+        assert_eq!(check(&out), Ok(()));
+        set(&mut out, "attr_load_filter_absent", "load_filter");
+        assert!(check(&out).is_err(), "6.1 has load_filter");
+        let mut out = good();
+        set(&mut out, "attr_event_filter_l1d_refused", "1");
+        assert!(check(&out).is_err(), "7.3 takes NOT-TAKEN");
+    }
+}
