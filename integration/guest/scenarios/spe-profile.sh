@@ -1,7 +1,9 @@
 # Issue 6's proof that the records describe what the guest executed:
 # perf records spe-workload's loads, stores and branches with physical
 # addresses and timestamps, and
-#  (a) perf attributes most samples to the workload's own functions;
+#  (a) perf attributes most user-space samples to the workload's own
+#      functions (kernel samples are counted, not judged: how long the
+#      kernel spins on a lock the other vCPU holds depends on the host);
 #  (b) the data VAs of spe_workload_strided's loads and stores fall in
 #      its array;
 #  (c) their PAs are the guest's translation of those VAs (the
@@ -28,13 +30,20 @@ base=$(spe_value $d.log workload_array_va)
 bytes=$(spe_value $d.log workload_array_bytes)
 pages=$(wc -l < /tmp/profile.pagemap)
 
-# (a) The share of all records perf places in the workload's functions.
+# (a) The workload's share of the user-space records (a kernel PC is
+# printed sign-extended, 16 digits from ff).
 set -- $(awk '
+    length($1) == 16 && $1 ~ /^ff/ { k++; next }
     $2 == "spe_workload_strided" || $2 == "spe_workload_branchy" { w++ }
-    END { printf "%d %d %.1f\n", w, NR, NR ? 100 * w / NR : 0 }' $d.script)
-workload=$1 share=$3
-result spe_records=$spe_n spe_bad_packets=$spe_bad perf_samples=$2 \
-    workload_samples=$workload workload_share_pct=$share pagemap_pages=$pages
+    END { u = NR - k; printf "%d %d %d %.1f\n", NR, k, w, u ? 100 * w / u : 0 }' $d.script)
+result spe_records=$spe_n spe_bad_packets=$spe_bad perf_samples=$1 \
+    kernel_samples=$2 workload_samples=$3 workload_share_pct=$4 pagemap_pages=$pages
+share=$4
+# Where the rest went, for a failed (a): the five busiest other symbols.
+awk '$2 != "spe_workload_strided" && $2 != "spe_workload_branchy" { n[$2]++ }
+    END { for (s in n) print n[s], s }' $d.script | sort -rn | head -n 5 |
+    awk '{ printf "%s%s=%s", (NR > 1 ? " " : ""), $2, $1 } END { print "" }' |
+    sed 's/^/SPE-INFO other_symbols /'
 
 # profile_check BASE PA_SHIFT TABLE [BRANCHES]: (b)-(e) over TABLE for an
 # array at BASE whose pages' PAs are the pagemap's plus PA_SHIFT, and
@@ -131,7 +140,7 @@ why=
 [ "$spe_n" -gt 0 ] || why="$why; no records"
 [ "$spe_bad" = 0 ] || why="$why; $spe_bad decoder errors"
 [ "$pages" -gt 0 ] || why="$why; the workload wrote no pagemap"
-awk -v s="$share" 'BEGIN { exit !(s > 50) }' || why="$why; only $share % of the samples in the workload's functions"
+awk -v s="$share" 'BEGIN { exit !(s > 75) }' || why="$why; only $share % of the user-space samples in the workload's functions"
 [ "$(v strided_ldst)" -gt 0 ] || why="$why; no load/store records from spe_workload_strided"
 [ "$(v no_va)" = 0 ] || why="$why; $(v no_va) strided loads/stores without a VA"
 [ "$(v va_outside)" = 0 ] || why="$why; $(v va_outside) strided VAs outside the array"
