@@ -229,7 +229,7 @@ fields!(
     /// PMSIDR_EL1.
     PMSIDR_EL1 { FE = Field::bit(0), FT = Field::bit(1), FL = Field::bit(2),
         ARCHINST = Field::bit(3), LDS = Field::bit(4), ERND = Field::bit(5), FNE = Field::bit(6),
-        INTERVAL = Field::bits(11, 8), MAXSIZE = Field::bits(15, 12),
+        FDS = Field::bit(7), INTERVAL = Field::bits(11, 8), MAXSIZE = Field::bits(15, 12),
         COUNTSIZE = Field::bits(19, 16), FORMAT = Field::bits(23, 20), PBT = Field::bit(24),
         EFT = Field::bit(26) }
 );

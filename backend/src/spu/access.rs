@@ -105,7 +105,7 @@ impl Spu {
                 self.check_access(Family::Sampling)?;
             }
             SysReg::PmsdsfrEl1 => {
-                Self::ok_if(f.pms_ver >= PmsVer::V1p4)?;
+                Self::ok_if(f.spe_fds())?;
                 self.check_access(Family::Sampling)?;
             }
             SysReg::PmsicrEl1
@@ -239,8 +239,8 @@ impl Spu {
                 if f.spe_fne() {
                     m |= 1 << 3;
                 }
-                if f.pms_ver >= PmsVer::V1p4 {
-                    m |= 1 << 4;
+                if f.spe_fds() {
+                    m |= PMSFCR_EL1::FDS.mask();
                 }
                 if f.spe_eft() {
                     m |= 0b11 << 19 | PMSFCR_EL1::TYPEM.mask();

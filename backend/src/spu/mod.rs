@@ -46,6 +46,9 @@ pub struct Features {
     pub pmbidr: u64,
     /// Number of PMU event counters (PMCR_EL0.N).
     pub pmu_counters: u8,
+    /// Records of loads carry a Data Source packet (`SPEGetDataSource()`;
+    /// encoding in `unpredictable`).
+    pub data_source: bool,
 }
 
 impl Features {
@@ -74,6 +77,7 @@ impl Features {
             pmsidr: Self::PMSIDR_BASE,
             pmbidr: 0,
             pmu_counters: 6,
+            data_source: false,
         }
     }
 
@@ -86,6 +90,7 @@ impl Features {
     }
 
     /// Everything the model implements: FEAT_SPEv1p4 with FnE, EFT, ERnd,
+    /// FDS (data-source filtering, and Data Source packets for loads),
     /// nVM, FEAT_SPE_EXC, FEAT_PMUv3_SS and FEAT_PMUv3_ICNTR.
     pub fn max() -> Self {
         Features {
@@ -95,7 +100,12 @@ impl Features {
             pmu_ss: true,
             pmu_icntr: true,
             have_ecv: true,
-            pmsidr: Self::PMSIDR_BASE | 1 << 5 | 1 << 6 | 1 << 26,
+            pmsidr: Self::PMSIDR_BASE
+                | PMSIDR_EL1::ERND.mask()
+                | PMSIDR_EL1::FNE.mask()
+                | PMSIDR_EL1::FDS.mask()
+                | PMSIDR_EL1::EFT.mask(),
+            data_source: true,
             pmu_counters: 6,
             ..Self::neoverse_n1()
         }
@@ -167,6 +177,11 @@ impl Features {
     /// FEAT_SPE_ERnd.
     pub fn spe_ernd(&self) -> bool {
         PMSIDR_EL1::ERND.is_set(self.pmsidr)
+    }
+
+    /// FEAT_SPE_FDS.
+    pub fn spe_fds(&self) -> bool {
+        PMSIDR_EL1::FDS.is_set(self.pmsidr)
     }
 
     /// FEAT_SPE_EFT.

@@ -9,7 +9,7 @@ use spe_protocol::channel::ring::{flags, SamplingState};
 use spe_protocol::op::{OpClass, SampledOp};
 use spe_protocol::packet::{self, events, AddressIndex, CounterIndex, OpType, Packet, PayloadLen};
 use spe_protocol::regs::*;
-use vm_memory::GuestMemory;
+use vm_memory::{GuestAddress, GuestMemory, Permissions};
 
 /// `SPEOpType`, derived from an operation's class.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -300,13 +300,58 @@ impl Spu {
         false
     }
 
-    /// `SPECollectRecord()` (data-source filtering, FEAT_SPE_FDS, is not
-    /// modelled: operations carry no data source).
-    pub fn spe_collect_record(&self, ev: u64, total_latency: u32, class: OpClass) -> bool {
+    /// `SPEGetDataSource()`: loads (and atomics' loads) of guest RAM with a
+    /// valid PA, on a PE whose records carry data sources; the encoding is
+    /// `unpredictable::DATA_SOURCE_*`.
+    pub(crate) fn spe_get_data_source<M: GuestMemory>(
+        &self,
+        op: &SampledOp,
+        mem: &M,
+    ) -> Option<u16> {
+        let is_load = matches!(
+            SpeOpType::of(op.class),
+            SpeOpType::Load | SpeOpType::LoadAtomic
+        );
+        if !self.features.data_source
+            || !is_load
+            || !op.data_pa_valid
+            || !mem.check_range(GuestAddress(op.data_pa), 1, Permissions::Read)
+        {
+            return None;
+        }
+        Some(if op.events & events::L1D_REFILL != 0 {
+            cu::DATA_SOURCE_L2
+        } else {
+            cu::DATA_SOURCE_L1D
+        })
+    }
+
+    /// `SPEFilterByDataSource()`.
+    pub(crate) fn spe_filter_by_data_source(&self, class: OpClass, ds: Option<u16>) -> bool {
+        let is_load = matches!(
+            SpeOpType::of(class),
+            SpeOpType::Load | SpeOpType::LoadAtomic
+        );
+        let Some(ds) = ds.filter(|_| self.features.spe_fds() && is_load) else {
+            return false;
+        };
+        let is_ds = self.regs.pmsdsfr >> (ds & 0x3F) & 1 == 1;
+        PMSFCR_EL1::FDS.is_set(self.regs.pmsfcr) && !is_ds
+    }
+
+    /// `SPECollectRecord()`.
+    pub fn spe_collect_record(
+        &self,
+        ev: u64,
+        total_latency: u32,
+        class: OpClass,
+        ds: Option<u16>,
+    ) -> bool {
         let (rejected_event, rejected_nevent) = self.spe_filter_by_events(ev);
         !(rejected_event
             || rejected_nevent
             || self.spe_filter_by_type(class)
+            || self.spe_filter_by_data_source(class, ds)
             || self.spe_filter_by_latency(total_latency))
     }
 
@@ -318,7 +363,8 @@ impl Spu {
     ) -> SampleOutcome {
         self.stats.samples += 1;
         let ev = self.sample_events(op);
-        if !self.spe_collect_record(ev, op.total_latency, op.class) {
+        let ds = self.spe_get_data_source(op, mem);
+        if !self.spe_collect_record(ev, op.total_latency, op.class, ds) {
             self.stats.filtered += 1;
             return SampleOutcome::Filtered;
         }
@@ -328,7 +374,7 @@ impl Spu {
             self.stats.discarded += 1;
             return SampleOutcome::Discarded;
         }
-        self.spe_construct_record(op, ev);
+        self.spe_construct_record(op, ev, ds);
         self.spe_write_to_buffer(mem)
     }
 
@@ -337,7 +383,7 @@ impl Spu {
     }
 
     /// `SPEConstructRecord()`: packets in the pseudocode's order.
-    pub(crate) fn spe_construct_record(&mut self, op: &SampledOp, ev: u64) {
+    pub(crate) fn spe_construct_record(&mut self, op: &SampledOp, ev: u64, ds: Option<u16>) {
         self.record.clear();
         let el = op.el;
         if self.collect_context_idr1(el) {
@@ -397,6 +443,16 @@ impl Spu {
                     payload: packet::data_pa_payload(op.data_pa, op.ns, op.nse, false, 0),
                 });
             }
+        }
+        if let Some(ds) = ds {
+            let len = match cu::DATA_SOURCE_PAYLOAD_BYTES {
+                1 => PayloadLen::B1,
+                _ => PayloadLen::B2,
+            };
+            self.add(Packet::DataSource {
+                len,
+                value: u64::from(ds),
+            });
         }
         let op_type = match op.class {
             OpClass::Other { cond_select } => OpType::Other(u8::from(cond_select)),

@@ -145,6 +145,18 @@ pub const fn events_payload_size(v1p4: bool) -> usize {
     }
 }
 
+/// `SPEGetDataSourcePayloadSize()`: 2 bytes, as Neoverse cores write it.
+pub const DATA_SOURCE_PAYLOAD_BYTES: usize = 2;
+
+/// `SPEGetDataSource()`'s encoding, IMPLEMENTATION DEFINED: Neoverse's
+/// (which perf decodes for the Neoverse MIDRs it lists), from what QEMU
+/// knows about the access. A load that hit L1 is L1D (0); one its events
+/// say refilled L1 from L2 (L1D-REFILL, L2D-ACCESS) is L2 (8). Stores get
+/// no data source, loads of memory outside guest RAM neither.
+pub const DATA_SOURCE_L1D: u16 = 0x0;
+/// See [`DATA_SOURCE_L1D`].
+pub const DATA_SOURCE_L2: u16 = 0x8;
+
 /// `IMPLEMENTATION DEFINED "SPE mask"`: no IMPLEMENTATION DEFINED events
 /// are filterable; PMSEVFR_EL1 bits outside the architectural mask are
 /// RAZ/WI.

@@ -10,8 +10,10 @@ fmt=/sys/bus/event_source/devices/arm_spe_0/format
 iters=${spe_attr_iterations:-100000}
 
 # spe_attr_classes DATA: DATA.tab's records as ldgp ldsimd stgp stsimd
-# atomic br brnt other counts, and those with L1D-REFILL (evrefill) and
-# L1D-ACCESS (evl1d) events (key=value).
+# atomic br brnt other counts, those with L1D-REFILL (evrefill) and
+# L1D-ACCESS (evl1d) events, and the loads (atomics included) with data
+# source 0 (dsl1: L1D in the backend's encoding) and 8 (dsl2: L2)
+# (key=value).
 spe_attr_classes() {
     awk '{
         c = "other"
@@ -22,12 +24,16 @@ spe_attr_classes() {
         n[c]++
         if ($12 ~ /(^|-)L1D-REFILL(-|$)/) refill++
         if ($12 ~ /(^|-)L1D-ACCESS(-|$)/) l1d++
+        if ($2 == "LD" || c == "atomic") {
+            if ($13 == "0") dsl1++
+            else if ($13 == "8") dsl2++
+        }
     }
     END {
         printf "ldgp=%d ldsimd=%d stgp=%d stsimd=%d atomic=%d br=%d brnt=%d other=%d ",
             n["ldgp"], n["ldsimd"], n["stgp"], n["stsimd"], n["atomic"], n["br"],
             n["brnt"], n["other"]
-        printf "evrefill=%d evl1d=%d\n", refill, l1d
+        printf "evrefill=%d evl1d=%d dsl1=%d dsl2=%d\n", refill, l1d, dsl1, dsl2
     }' "$1.tab"
 }
 
@@ -71,6 +77,7 @@ event_filter_l1d|event_filter=0x4
 inv_event_filter_l1d|inv_event_filter=0x4
 event_filter_not_taken|event_filter=0x40
 inv_event_filter_not_taken|branch_filter=1,inv_event_filter=0x40
+inv_data_src_filter|inv_data_src_filter=0x1
 EOF
 
 spe_irqs() {

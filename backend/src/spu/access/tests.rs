@@ -111,6 +111,18 @@ fn read_only_and_feature_gated_registers() {
         Err(AccessOutcome::Undefined),
         "EL3 only"
     );
+    // PMSDSFR_EL1 and PMSFCR_EL1.FDS are FEAT_SPE_FDS's, not SPEv1p4's.
+    let mut no_fds = Features::max();
+    no_fds.pmsidr &= !PMSIDR_EL1::FDS.mask();
+    let mut v1p4 = Spu::new(no_fds);
+    at(&mut v1p4, El::El1);
+    assert_eq!(
+        v1p4.read_sysreg(SysReg::PmsdsfrEl1),
+        Err(AccessOutcome::Undefined)
+    );
+    v1p4.write_sysreg(SysReg::PmsfcrEl1, PMSFCR_EL1::FDS.mask())
+        .unwrap();
+    assert_eq!(v1p4.regs().pmsfcr, 0, "FDS is RES0 without FEAT_SPE_FDS");
     at(&mut spu, El::El3);
     assert!(spu.read_sysreg(SysReg::PmbsrEl3).is_ok());
 }

@@ -543,3 +543,86 @@ fn linux_7_3_mask_filters() {
         .unwrap();
     assert_eq!(n1.regs().pmsfcr, 0x2);
 }
+
+/// `SPEGetDataSource()` as `unpredictable` encodes it: loads of guest RAM
+/// on a PE with data sources, L2 when the load refilled L1.
+#[test]
+fn data_source_packets() {
+    let m = mem(8 << 20);
+    let ds = |features: Features, op: &SampledOp| {
+        let (mut spu, _) = linux_spu(&m, features, 16);
+        let SampleOutcome::Written { bytes, .. } = spu.sample(op, &m) else {
+            panic!("not written")
+        };
+        let rec = spu.read_buffer(BUF_VA, bytes, &m).unwrap();
+        let texts = texts(&rec);
+        let found: Vec<_> = texts
+            .iter()
+            .filter(|t| t.starts_with("DATA-SOURCE"))
+            .collect();
+        assert!(found.len() <= 1, "{texts:?}");
+        found.first().map(|t| t.to_string())
+    };
+    let mut refill = load(0, 0x1000);
+    refill.events |= events::L1D_REFILL;
+    let mut outside = load(0, 0x1000);
+    outside.data_pa = 0xF000_0000;
+    let mut no_pa = load(0, 0x1000);
+    no_pa.data_pa_valid = false;
+    let rows: [(&str, Features, SampledOp, Option<&str>); 6] = [
+        (
+            "L1 hit",
+            Features::max(),
+            load(0, 0x1000),
+            Some("DATA-SOURCE 0"),
+        ),
+        ("L1 refill", Features::max(), refill, Some("DATA-SOURCE 8")),
+        ("store", Features::max(), store(0, 0x1000), None),
+        ("outside RAM", Features::max(), outside, None),
+        ("no PA", Features::max(), no_pa, None),
+        (
+            "neoverse-n1",
+            Features::neoverse_n1(),
+            load(0, 0x1000),
+            None,
+        ),
+    ];
+    for (what, features, op, want) in rows {
+        assert_eq!(ds(features, &op).as_deref(), want, "{what}");
+    }
+}
+
+/// `SPEFilterByDataSource()`'s rows: only loads with a data source are
+/// judged, and only while PMSFCR_EL1.FDS is set; a load is kept iff
+/// PMSDSFR_EL1 has its data source's bit.
+#[test]
+fn data_source_filter() {
+    let m = mem(8 << 20);
+    let mut refill = load(0, 0x1000);
+    refill.events |= events::L1D_REFILL;
+    let l1 = 1u64 << cu::DATA_SOURCE_L1D;
+    let l2 = 1u64 << cu::DATA_SOURCE_L2;
+    let fds = PMSFCR_EL1::FDS.mask();
+    let rows: [(u64, u64, SampledOp, bool); 8] = [
+        // (PMSFCR_EL1, PMSDSFR_EL1, operation, kept)
+        (0, 0, load(0, 0x1000), true),
+        (fds, 0, load(0, 0x1000), false),
+        (fds, l1, load(0, 0x1000), true),
+        (fds, l1, refill, false),
+        (fds, l2, refill, true),
+        (fds, !l1, load(0, 0x1000), false),
+        (fds, 0, store(0, 0x1000), true),
+        (fds, 0, branch(0, 0x40, true), true),
+    ];
+    for (i, (fcr, dsfr, op, kept)) in rows.into_iter().enumerate() {
+        let (mut spu, _) = linux_spu(&m, Features::max(), 16);
+        spu.write_sysreg(SysReg::PmsdsfrEl1, dsfr).unwrap();
+        spu.write_sysreg(SysReg::PmsfcrEl1, fcr).unwrap();
+        let out = spu.sample(&op, &m);
+        assert_eq!(
+            matches!(out, SampleOutcome::Written { .. }),
+            kept,
+            "row {i}: {out:?}"
+        );
+    }
+}

@@ -30,23 +30,25 @@ spe_kv() {
 # spe_table DATA: decodes DATA with `perf report -D` (into DATA.dump) and
 # writes DATA.tab, one line per SPE record in buffer order:
 #
-#   cpu class op el pc tgt va pa lat ts nt ev
+#   cpu class op el pc tgt va pa lat ts nt ev ds
 #
 # cpu: the AUX buffer's CPU; class: LD, ST, B or the operation-type
 # packet's first word; op: that packet's whole text joined by '-' (e.g.
 # B-COND); el: the PC packet's EL; lat: the total latency; nt: 1 when the
 # events have NOT-TAKEN; ev: the events packet's names joined by '-';
+# ds: the data-source packet's value;
 # '-' for an absent packet. Sets spe_n (records)
 # and spe_bad (decoder errors).
 spe_table() {
     perf report -D -i "$1" > "$1.dump" 2>&1
     # busybox awk and grep are slow under TCG: one plain grep keeps the
     # AUX headers and the packets read here (PC, TGT, VA, PA, total
-    # latency, operation type, events, timestamp, end) by header byte.
-    grep -E 'PERF_RECORD_AUXTRACE |^\.  [0-9a-f]{8}:  (b[0-3]|98|4[89a]|[4-7]2|71|01) ' "$1.dump" | awk '
-    function reset() { cls = op = el = pc = tgt = va = pa = lat = ts = ev = "-"; nt = 0 }
+    # latency, operation type, events, data source, timestamp, end) by
+    # header byte.
+    grep -E 'PERF_RECORD_AUXTRACE |^\.  [0-9a-f]{8}:  (b[0-3]|98|4[89a]|[4-7]2|[45]3|71|01) ' "$1.dump" | awk '
+    function reset() { cls = op = el = pc = tgt = va = pa = lat = ts = ev = ds = "-"; nt = 0 }
     function emit() {
-        print cpu, cls, op, el, pc, tgt, va, pa, lat, ts, nt, ev
+        print cpu, cls, op, el, pc, tgt, va, pa, lat, ts, nt, ev, ds
         reset()
     }
     BEGIN { reset(); cpu = "-" }
@@ -73,6 +75,7 @@ spe_table() {
             for (i = 3; i <= NF; i++) ev = ev "-" $i
             if (/ NOT-TAKEN/) nt = 1
         }
+        else if ($1 == "DATA-SOURCE") ds = $2
         else if ($1 == "TS") { ts = $2; emit() }
         else if ($1 == "END") emit()
     }' > "$1.tab"
