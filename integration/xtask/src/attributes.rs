@@ -3,7 +3,7 @@
 //! (one perf record of `spe-workload classes` per attribute).
 
 use crate::runner::RunOutput;
-use crate::scenarios::backend_stat;
+use crate::scenarios::{backend_stat, verdict};
 
 /// The record classes the guest counts (spe_attr_classes).
 const CLASSES: [&str; 8] = [
@@ -209,11 +209,7 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
             errs.push("discard: the backend discarded no record (FM = 0b10 never seen)".into());
         }
     }
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(errs.join("; "))
-    }
+    verdict(errs)
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@
 //! recording after the fault works.
 
 use crate::runner::{RunOutput, SpeRun};
-use crate::scenarios::{backend_stat, Expect, Scenario};
+use crate::scenarios::{backend_stat, verdict, Expect, Scenario};
 use std::time::Duration;
 
 /// How the guest must react.
@@ -383,11 +383,7 @@ pub fn check(r: &Reaction, out: &RunOutput) -> Result<(), String> {
     if backend_stat(log, "records").unwrap_or(0) == 0 {
         errs.push("the backend wrote no records".into());
     }
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(errs.join("; "))
-    }
+    verdict(errs)
 }
 
 #[cfg(test)]

@@ -299,6 +299,15 @@ fn check_perf_version(out: &RunOutput) -> Result<(), String> {
     }
 }
 
+/// A check's result from the failures it collected.
+pub fn verdict(errs: Vec<String>) -> Result<(), String> {
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(errs.join("; "))
+    }
+}
+
 /// How long perf's test_arm_spe.sh waits before it asks for a snapshot.
 const PERF_TEST_SNAPSHOT_WAIT_MS: u64 = 1000;
 
@@ -362,11 +371,7 @@ pub fn check_perf_test_spe(out: &RunOutput) -> Result<(), String> {
     {
         errs.retain(|e| !e.starts_with("perf_test_trace="));
     }
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(errs.join("; "))
-    }
+    verdict(errs)
 }
 
 /// A full-emulation scenario without a synthetic source (the samples are
@@ -427,11 +432,7 @@ pub fn check_pmu_snapshot(out: &RunOutput) -> Result<(), String> {
     if num(out, "sse3_pmevcntsvr0")? == 0 {
         errs.push("allowed: PMEVCNTSVR0_EL1 is 0 (CPU_CYCLES counted nothing?)".into());
     }
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(errs.join("; "))
-    }
+    verdict(errs)
 }
 
 /// A `key=N` field of the backend's last `stats total:` line.
@@ -534,11 +535,7 @@ pub fn check_spe_probe(out: &RunOutput) -> Result<(), String> {
     if !out.backend_log.contains(BACKEND_QEMU_HELLO) {
         errs.push(format!("backend log lacks {BACKEND_QEMU_HELLO:?}"));
     }
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(errs.join("; "))
-    }
+    verdict(errs)
 }
 
 /// Guest saw the device with our IDs, backend saw the handshake.
@@ -572,11 +569,7 @@ pub fn check_virtio_device(out: &RunOutput) -> Result<(), String> {
             errs.push(format!("backend log lacks {line:?}"));
         }
     }
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(errs.join("; "))
-    }
+    verdict(errs)
 }
 
 /// Judges a run against the scenario's expectation.
