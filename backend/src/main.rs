@@ -140,8 +140,12 @@ fn parse_interval(s: &str) -> Result<u32, String> {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum CpuModel {
+    /// FEAT_SPEv1p1, Neoverse N1-like (PMSIDR_EL1 0x2641f)
     NeoverseN1,
+    /// FEAT_SPEv1p1 with ERnd, Neoverse V1-like (PMSIDR_EL1 0x2643f)
     NeoverseV1,
+    /// Everything modelled: FEAT_SPEv1p4, FnE, EFT, FDS, ERnd, nVM, EXC,
+    /// FEAT_PMUv3_SS (PMSIDR_EL1 0x40264ff)
     Max,
 }
 

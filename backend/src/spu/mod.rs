@@ -524,6 +524,20 @@ mod props;
 mod tests {
     use super::Features;
 
+    /// The ID values the README's profile table and `--help` give.
+    #[test]
+    fn profiles_id_values() {
+        use crate::spu::PmsVer;
+        for (f, pms_ver, pmsidr) in [
+            (Features::neoverse_n1(), PmsVer::V1p1, 0x2641f),
+            (Features::neoverse_v1(), PmsVer::V1p1, 0x2643f),
+            (Features::max(), PmsVer::V1p4, 0x40264ff),
+        ] {
+            assert_eq!((f.pms_ver, f.pmsidr, f.pmbidr), (pms_ver, pmsidr, 0));
+        }
+        assert!(!Features::neoverse_n1().pmu_ss && Features::max().pmu_ss);
+    }
+
     #[test]
     fn min_interval_sets_only_pmsidr_interval() {
         let n1 = Features::neoverse_n1();
