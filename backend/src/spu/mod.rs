@@ -10,6 +10,7 @@ mod access;
 mod buffer;
 mod enable;
 pub mod inject;
+mod predict;
 mod sample;
 mod snapshot;
 pub mod tables;
@@ -329,6 +330,8 @@ pub struct Spu {
     tlb: buffer::BufferTlb,
     /// xorshift state for `SPEGetRandomInterval`.
     rng: u64,
+    /// What MISPRED is derived from (`predict.rs`).
+    predictor: predict::BranchPredictor,
     stats: SpuStats,
     /// Faults armed from the control socket, waiting for their triggers.
     faults: Vec<inject::ArmedFault>,
@@ -354,6 +357,7 @@ impl Spu {
             record: Vec::with_capacity(2048),
             tlb: buffer::BufferTlb::default(),
             rng: 0x9E37_79B9_7F4A_7C15,
+            predictor: predict::BranchPredictor::default(),
             stats: SpuStats::default(),
             faults: Vec::new(),
             delivered: Vec::new(),

@@ -190,7 +190,7 @@ impl Spu {
     /// The Events bits the record carries (`SPECompleteSample()`): the
     /// operation's architectural events, with NOT-TAKEN (bit 6) set for a
     /// conditional operation whose condition failed.
-    fn sample_events(&self, op: &SampledOp) -> u64 {
+    fn sample_events(&mut self, op: &SampledOp) -> u64 {
         let conditional = match op.class {
             OpClass::Other { cond_select } => cond_select,
             OpClass::Branch { conditional, .. } => conditional,
@@ -200,12 +200,23 @@ impl Spu {
         let v1p4 = self.features.pms_ver >= PmsVer::V1p4;
         let width = cu::events_payload_size(v1p4) * 8;
         let arch = !events::IMPDEF_MASK & (u64::MAX >> (64 - width));
-        let e = op.events & arch & !events::NOT_TAKEN;
+        let mut e = op.events & arch & !events::NOT_TAKEN;
         if failed {
-            e | events::NOT_TAKEN
-        } else {
-            e
+            e |= events::NOT_TAKEN;
         }
+        if let OpClass::Branch {
+            conditional,
+            indirect,
+        } = op.class
+        {
+            if self
+                .predictor
+                .mispredicted(op.pc, conditional, indirect, !failed, op.target)
+            {
+                e |= events::MISPRED;
+            }
+        }
+        e
     }
 
     /// `ConstrainUnpredictableBool(Unpredictable_BADPMSFCR)`.

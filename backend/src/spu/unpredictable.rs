@@ -145,6 +145,17 @@ pub const fn events_payload_size(v1p4: bool) -> usize {
     }
 }
 
+/// MISPRED (event 7) comes from a predictor the model runs over the
+/// branches it samples (`predict.rs`; QEMU does not speculate): a two-bit
+/// counter per entry for conditional branches, starting weakly taken, and
+/// the last target for indirect ones, in a table of this many entries
+/// indexed by a hash of the PC. An always-taken loop branch is never
+/// mispredicted; a branch whose sampled outcomes vary is, about as often
+/// as a real two-bit predictor would be on that sequence.
+pub const PREDICTOR_ENTRIES: usize = 4096;
+/// See [`PREDICTOR_ENTRIES`]: 2, weakly taken.
+pub const PREDICTOR_INITIAL_COUNTER: u8 = 2;
+
 /// `SPEGetDataSourcePayloadSize()`: 2 bytes, as Neoverse cores write it.
 pub const DATA_SOURCE_PAYLOAD_BYTES: usize = 2;
 

@@ -10,8 +10,8 @@ fmt=/sys/bus/event_source/devices/arm_spe_0/format
 iters=${spe_attr_iterations:-100000}
 
 # spe_attr_classes DATA: DATA.tab's records as ldgp ldsimd stgp stsimd
-# atomic br brnt other counts, those with L1D-REFILL (evrefill) and
-# L1D-ACCESS (evl1d) events, and the loads (atomics included) with data
+# atomic br brnt other counts, those with L1D-REFILL (evrefill),
+# L1D-ACCESS (evl1d) and MISPRED (evmispred) events, and the loads (atomics included) with data
 # source 0 (dsl1: L1D in the backend's encoding) and 8 (dsl2: L2)
 # (key=value).
 spe_attr_classes() {
@@ -24,6 +24,7 @@ spe_attr_classes() {
         n[c]++
         if ($12 ~ /(^|-)L1D-REFILL(-|$)/) refill++
         if ($12 ~ /(^|-)L1D-ACCESS(-|$)/) l1d++
+        if ($12 ~ /(^|-)MISPRED(-|$)/) mispred++
         if ($2 == "LD" || c == "atomic") {
             if ($13 == "0") dsl1++
             else if ($13 == "8") dsl2++
@@ -33,7 +34,8 @@ spe_attr_classes() {
         printf "ldgp=%d ldsimd=%d stgp=%d stsimd=%d atomic=%d br=%d brnt=%d other=%d ",
             n["ldgp"], n["ldsimd"], n["stgp"], n["stsimd"], n["atomic"], n["br"],
             n["brnt"], n["other"]
-        printf "evrefill=%d evl1d=%d dsl1=%d dsl2=%d\n", refill, l1d, dsl1, dsl2
+        printf "evrefill=%d evl1d=%d evmispred=%d dsl1=%d dsl2=%d\n", refill, l1d, mispred,
+            dsl1, dsl2
     }' "$1.tab"
 }
 
@@ -78,6 +80,8 @@ inv_event_filter_l1d|inv_event_filter=0x4
 event_filter_not_taken|event_filter=0x40
 inv_event_filter_not_taken|branch_filter=1,inv_event_filter=0x40
 inv_data_src_filter|inv_data_src_filter=0x1
+event_filter_mispred|event_filter=0x80
+inv_event_filter_mispred|branch_filter=1,inv_event_filter=0x80
 EOF
 
 spe_irqs() {

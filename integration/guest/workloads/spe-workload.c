@@ -155,7 +155,8 @@ __attribute__((noinline)) void spe_workload_others(uint64_t n)
 }
 
 /* The classes mode's loop, on a zeroed line of the array (so `cbnz` is
- * never taken). */
+ * never taken), with a `tbz` on bit 2 of n ^ n >> 3, whose outcome varies
+ * from one sampled pass to the next (a branch a predictor misses). */
 __attribute__((noinline)) void spe_workload_classes(uint8_t *p, uint64_t n)
 {
     if (!n)
@@ -167,11 +168,14 @@ __attribute__((noinline)) void spe_workload_classes(uint8_t *p, uint64_t n)
                      "str q0, [%[p], #48]\n"
                      "cbnz x9, 2f\n"
                      "2:\n"
+                     "eor x10, %[n], %[n], lsr #3\n"
+                     "tbz x10, #2, 3f\n"
+                     "3:\n"
                      "subs %[n], %[n], #1\n"
                      "b.ne 1b\n"
                      : [p] "+r"(p), [n] "+r"(n)
                      :
-                     : "x9", "v0", "cc", "memory");
+                     : "x9", "x10", "v0", "cc", "memory");
 }
 
 /* The faults mode's loop: a load from the page at @p, which faults the

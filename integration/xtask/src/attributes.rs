@@ -27,7 +27,8 @@ pub struct Attr {
     /// The kept classes that must show (not those the filter keeps by a
     /// random event a small class may never get; `WORKLOAD`'s only).
     pub shows: &'static [&'static str],
-    /// An event or data-source count (`evrefill`, `evl1d`, `dsl1`) that
+    /// An event or data-source count (`evrefill`, `evl1d`, `evmispred`,
+    /// `dsl1`) that
     /// must equal the run's records (true) or be zero (false).
     pub event: Option<(&'static str, bool)>,
 }
@@ -47,8 +48,9 @@ const fn by_type(name: &'static str, since: (u32, u32), keeps: &'static [&'stati
 
 /// The guest script's runs, with the classes SPEFilterByType and
 /// SPEFilterByEvents keep (atomics are loads and stores at once). Event
-/// bits: 2 L1D-ACCESS, 3 L1D-REFILL, 6 NOT-TAKEN. QEMU's sampler gives
-/// every load and store L1D-ACCESS and one in 32 L1D-REFILL.
+/// bits: 2 L1D-ACCESS, 3 L1D-REFILL, 6 NOT-TAKEN, 7 MISPRED. QEMU's
+/// sampler gives every load and store L1D-ACCESS and one in 32
+/// L1D-REFILL; the backend's predictor gives MISPRED.
 pub const ATTRS: &[Attr] = &[
     by_type("branch_filter", (4, 0), &["br", "brnt"]),
     by_type("load_filter", (4, 0), &["ldgp", "ldsimd", "atomic"]),
@@ -115,6 +117,24 @@ pub const ATTRS: &[Attr] = &[
         shows: &["ldgp", "stgp", "stsimd", "br", "brnt", "other"],
         event: Some(("dsl1", false)),
     },
+    // event_filter=0x80: MISPRED required (the backend's predictor,
+    // unpredictable.rs, misses the workload's data-dependent tbz either
+    // way).
+    Attr {
+        name: "event_filter_mispred",
+        since: (4, 0),
+        keeps: &["br", "brnt"],
+        shows: &["br", "brnt"],
+        event: Some(("evmispred", true)),
+    },
+    // branch_filter=1,inv_event_filter=0x80: branches, none mispredicted.
+    Attr {
+        name: "inv_event_filter_mispred",
+        since: (6, 3),
+        keeps: &["br", "brnt"],
+        shows: &["br", "brnt"],
+        event: Some(("evmispred", false)),
+    },
 ];
 
 /// The kernel (major, minor) of the run's `kernel=` result.
@@ -143,7 +163,7 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
     }
     // Each event filter has records to keep and to remove.
     let records = count(out, "none", "n")?;
-    for ev in ["evrefill", "evl1d", "dsl1"] {
+    for ev in ["evrefill", "evl1d", "evmispred", "dsl1"] {
         let n = count(out, "none", ev)?;
         if n == 0 || n == records {
             errs.push(format!("control: {n} of {records} records with {ev}"));
@@ -231,7 +251,7 @@ mod tests {
             }
             results.push((format!("attr_{run}_bad"), "0".into()));
             results.push((format!("attr_{run}_n"), total.to_string()));
-            for ev in ["evrefill", "evl1d", "dsl1"] {
+            for ev in ["evrefill", "evl1d", "evmispred", "dsl1"] {
                 let n = match event {
                     Some((e, true)) if e == ev => total,
                     Some((e, false)) if e == ev => 0,
