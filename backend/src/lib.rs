@@ -19,3 +19,9 @@ pub mod shm;
 pub mod spu;
 pub mod synthetic;
 pub mod vhu_spe;
+
+/// Locks `m`, taking a poisoned lock's data as it is: a panic on one
+/// thread must not take the daemon's other connections down with it.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -42,6 +42,7 @@ use vmm_sys_util::event::{
 use vmm_sys_util::timerfd::TimerFd;
 
 use crate::control::Hub;
+use crate::lock;
 use crate::spu::{Features, Spu};
 use crate::synthetic::{self, Synthetic};
 
@@ -207,7 +208,7 @@ impl VhostUserSpeBackend {
     /// Closes the exit-event fds the daemon leaked. Call only once the
     /// daemon and its workers are gone, when nothing else can use them.
     fn close_leaked_exit_fds(&self) {
-        let fds = std::mem::take(&mut *self.handed_out.lock().unwrap_or_else(|e| e.into_inner()));
+        let fds = std::mem::take(&mut *lock(&self.handed_out));
         for fd in fds {
             // SAFETY: `fd` is a dup this backend created and handed over;
             // the crate took it as a raw fd and never closes it, and its
@@ -639,10 +640,7 @@ impl VhostUserBackendMut for VhostUserSpeBackend {
     fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
         let consumer = self.exit_consumer.try_clone().ok()?;
         let notifier = self.exit_notifier.try_clone().ok()?;
-        self.handed_out
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(consumer.as_raw_fd());
+        lock(&self.handed_out).push(consumer.as_raw_fd());
         Some((consumer, notifier))
     }
 

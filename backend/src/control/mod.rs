@@ -32,6 +32,7 @@ use spe_protocol::control::{
 use spe_protocol::regs::{pmbsr_bsc, pmbsr_ec, El, PMBSR};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
+use crate::lock;
 use crate::spu::inject::{check_fault, Delivered};
 use crate::spu::unpredictable::Choices;
 use crate::spu::{CaptureOutcome, Features, Spu};
@@ -142,7 +143,7 @@ impl Hub {
 
     /// The CONSTRAINED UNPREDICTABLE choices VMs start with.
     pub fn with_choices(self, choices: Choices) -> Hub {
-        *self.choices.lock().unwrap_or_else(|e| e.into_inner()) = choices;
+        *lock(&self.choices) = choices;
         self
     }
 
@@ -168,10 +169,7 @@ impl Hub {
             return self.run_command(&req, None);
         }
         let (tx, rx) = mpsc::channel();
-        self.inbox
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(Call { req, reply: tx });
+        lock(&self.inbox).push_back(Call { req, reply: tx });
         let _ = self.wake.write(1);
         match rx.recv_timeout(CALL_TIMEOUT) {
             Ok(l) => l,
@@ -192,11 +190,7 @@ impl Hub {
         let _ = self.wake.read();
         self.deliver_due(spus.as_deref_mut());
         loop {
-            let call = self
-                .inbox
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .pop_front();
+            let call = lock(&self.inbox).pop_front();
             let Some(call) = call else {
                 break;
             };
@@ -210,10 +204,7 @@ impl Hub {
     /// (through the same eventfd as commands) and delivers it as `now`.
     fn arm_timed(&self, id: u32, a: ArmFault, ms: u64) {
         let at = Instant::now() + Duration::from_millis(ms);
-        self.timed
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((at, id, a));
+        lock(&self.timed).push((at, id, a));
         match self.wake.try_clone() {
             Ok(wake) => {
                 let _ = std::thread::Builder::new()
@@ -235,7 +226,7 @@ impl Hub {
     fn deliver_due(&self, spus: Option<&mut [Spu]>) {
         let now = Instant::now();
         let due: Vec<(Instant, u32, ArmFault)> = {
-            let mut timed = self.timed.lock().unwrap_or_else(|e| e.into_inner());
+            let mut timed = lock(&self.timed);
             let (due, later) = timed.drain(..).partition(|(at, _, _)| *at <= now);
             *timed = later;
             due
@@ -277,7 +268,7 @@ impl Hub {
     /// A VM connected with these SPUs: seed them, and arm the scenario's
     /// faults and those armed while no VM was connected.
     pub fn vm_started(&self, spus: &mut [Spu]) {
-        let choices = *self.choices.lock().unwrap_or_else(|e| e.into_inner());
+        let choices = *lock(&self.choices);
         spus.iter_mut().for_each(|s| s.set_choices(choices));
         if let Some(seed) = self.scenario.seed {
             for (v, spu) in spus.iter_mut().enumerate() {
@@ -290,7 +281,7 @@ impl Hub {
             .iter()
             .map(|a| (self.next_id.fetch_add(1, Ordering::Relaxed), *a))
             .collect();
-        arms.append(&mut self.pending.lock().unwrap_or_else(|e| e.into_inner()));
+        arms.append(&mut lock(&self.pending));
         for (id, a) in arms {
             if let Trigger::AfterMs { ms } = a.trigger {
                 self.arm_timed(id, a, ms);
@@ -381,7 +372,7 @@ impl Hub {
         let Ok(text) = serde_json::to_string(&l) else {
             return;
         };
-        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let mut clients = lock(&self.clients);
         clients.retain(|c| !matches!(c.try_send(text.clone()), Err(TrySendError::Disconnected(_))));
         self.has_clients
             .store(!clients.is_empty(), Ordering::Relaxed);
@@ -390,7 +381,7 @@ impl Hub {
     /// A new client: its queue of lines to write.
     pub(crate) fn subscribe(&self) -> (SyncSender<String>, Receiver<String>) {
         let (tx, rx) = mpsc::sync_channel(CLIENT_QUEUE);
-        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let mut clients = lock(&self.clients);
         clients.push(tx.clone());
         self.has_clients.store(true, Ordering::Relaxed);
         (tx, rx)
@@ -428,10 +419,7 @@ impl Hub {
                             "no VM is connected to deliver it now",
                         ));
                     }
-                    self.pending
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .push((id, arm));
+                    lock(&self.pending).push((id, arm));
                     return Ok(json!({"id": id, "pending": true}));
                 };
                 let range = vcpus(arm.vcpu, spus.len())?;
@@ -457,10 +445,7 @@ impl Hub {
                 Ok(json!({"id": id, "pending": false}))
             }
             command::QUERY_FAULTS => {
-                let mut out: Vec<ArmedFaultInfo> = self
-                    .pending
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
+                let mut out: Vec<ArmedFaultInfo> = lock(&self.pending)
                     .iter()
                     .map(|(id, a)| ArmedFaultInfo {
                         id: *id,
@@ -469,21 +454,15 @@ impl Hub {
                         trigger: a.trigger,
                     })
                     .collect();
-                out.extend(
-                    self.timed
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .iter()
-                        .map(|(_, id, a)| ArmedFaultInfo {
-                            id: *id,
-                            vcpu: match a.vcpu {
-                                VcpuSel::One(v) => Some(v),
-                                VcpuSel::All => None,
-                            },
-                            kind: a.kind,
-                            trigger: a.trigger,
-                        }),
-                );
+                out.extend(lock(&self.timed).iter().map(|(_, id, a)| ArmedFaultInfo {
+                    id: *id,
+                    vcpu: match a.vcpu {
+                        VcpuSel::One(v) => Some(v),
+                        VcpuSel::All => None,
+                    },
+                    kind: a.kind,
+                    trigger: a.trigger,
+                }));
                 for (v, spu) in spus.into_iter().flatten().enumerate() {
                     out.extend(spu.armed_faults().iter().map(|f| ArmedFaultInfo {
                         id: f.id,
@@ -498,20 +477,14 @@ impl Hub {
                 let c: CancelArgs = serde_json::from_value(a.clone())
                     .map_err(|e| err(ErrorClass::InvalidParameter, e.to_string()))?;
                 let mut found = false;
-                self.pending
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .retain(|(id, _)| {
-                        found |= *id == c.id;
-                        *id != c.id
-                    });
-                self.timed
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .retain(|(_, id, _)| {
-                        found |= *id == c.id;
-                        *id != c.id
-                    });
+                lock(&self.pending).retain(|(id, _)| {
+                    found |= *id == c.id;
+                    *id != c.id
+                });
+                lock(&self.timed).retain(|(_, id, _)| {
+                    found |= *id == c.id;
+                    *id != c.id
+                });
                 for spu in spus.into_iter().flatten() {
                     found |= spu.cancel_fault(c.id);
                 }
@@ -557,7 +530,7 @@ impl Hub {
             command::QUERY_CHOICES => {
                 let c = match spus {
                     Some(spus) if !spus.is_empty() => spus[0].choices(),
-                    _ => *self.choices.lock().unwrap_or_else(|e| e.into_inner()),
+                    _ => *lock(&self.choices),
                 };
                 let list: Vec<Value> = c
                     .list()
@@ -569,7 +542,7 @@ impl Hub {
             command::SET_CHOICE => {
                 let a: SetChoiceArgs = serde_json::from_value(a.clone())
                     .map_err(|e| err(ErrorClass::InvalidParameter, e.to_string()))?;
-                let mut next = self.choices.lock().unwrap_or_else(|e| e.into_inner());
+                let mut next = lock(&self.choices);
                 next.set(&a.name, &a.value)
                     .map_err(|e| err(ErrorClass::InvalidParameter, e))?;
                 for spu in spus.into_iter().flatten() {
