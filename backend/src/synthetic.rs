@@ -141,6 +141,7 @@ impl Generator {
             _ => {
                 op.class = OpClass::Other {
                     cond_select: r & 0x800 != 0,
+                    subclass: 0,
                 };
             }
         }

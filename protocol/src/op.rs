@@ -12,7 +12,9 @@ use crate::regs::El;
 pub enum OpClass {
     /// Not a load, store or branch. `cond_select`: a conditional select
     /// or compare (NOT_TAKEN in `events` when its condition failed).
-    Other { cond_select: bool },
+    /// `subclass` is the SPE operation-type payload without its
+    /// cond-select bit 0: `packet::op::OTHER_FP`, `OTHER_ASE` (SIMD).
+    Other { cond_select: bool, subclass: u8 },
     /// A load, store or atomic. `subclass` is the SPE operation-type payload
     /// without its store bit 0: `packet::op::LDST_GP`, `LDST_SIMD_FP`, the
     /// extended (atomic/exclusive) and SVE forms, and so on.
@@ -65,7 +67,10 @@ impl Default for SampledOp {
             el: El::El0,
             ns: true,
             nse: false,
-            class: OpClass::Other { cond_select: false },
+            class: OpClass::Other {
+                cond_select: false,
+                subclass: 0,
+            },
             data_va: 0,
             data_pa: 0,
             data_pa_valid: false,
@@ -124,7 +129,10 @@ impl SampledOp {
     pub fn to_bytes(&self) -> [u8; Self::WIRE_SIZE] {
         let mut b = [0u8; Self::WIRE_SIZE];
         let (class, subclass, a, ind) = match self.class {
-            OpClass::Other { cond_select } => (0u8, 0u8, cond_select, false),
+            OpClass::Other {
+                cond_select,
+                subclass,
+            } => (0u8, subclass, cond_select, false),
             OpClass::LoadStore { store, subclass } => (1, subclass, store, false),
             OpClass::Branch {
                 conditional,
@@ -173,7 +181,10 @@ impl SampledOp {
         let flags = b[9];
         let a = flags & Self::F_A != 0;
         let class = match b[10] {
-            0 => OpClass::Other { cond_select: a },
+            0 => OpClass::Other {
+                cond_select: a,
+                subclass: b[11] & 0xFE,
+            },
             1 => OpClass::LoadStore {
                 store: a,
                 subclass: b[11] & 0xFE,
@@ -213,7 +224,10 @@ mod tests {
 
     fn arb_class() -> impl Strategy<Value = OpClass> {
         prop_oneof![
-            any::<bool>().prop_map(|cond_select| OpClass::Other { cond_select }),
+            (any::<bool>(), 0u8..0x80).prop_map(|(cond_select, s)| OpClass::Other {
+                cond_select,
+                subclass: s << 1
+            }),
             (any::<bool>(), 0u8..0x80).prop_map(|(store, s)| OpClass::LoadStore {
                 store,
                 subclass: s << 1

@@ -59,7 +59,10 @@ fn setup() -> impl Strategy<Value = Setup> {
 
 fn op_of(&(class, el, events, lat, flag): &(u8, u8, u64, u32, bool)) -> SampledOp {
     let class = match class {
-        0 => OpClass::Other { cond_select: flag },
+        0 => OpClass::Other {
+            cond_select: flag,
+            subclass: 0,
+        },
         1 => OpClass::LoadStore {
             store: flag,
             subclass: 0,

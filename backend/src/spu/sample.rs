@@ -192,7 +192,7 @@ impl Spu {
     /// conditional operation whose condition failed.
     fn sample_events(&mut self, op: &SampledOp) -> u64 {
         let conditional = match op.class {
-            OpClass::Other { cond_select } => cond_select,
+            OpClass::Other { cond_select, .. } => cond_select,
             OpClass::Branch { conditional, .. } => conditional,
             OpClass::LoadStore { .. } => false,
         };
@@ -275,10 +275,21 @@ impl Spu {
             SpeOpType::LoadAtomic => flags |= LD | ST,
             SpeOpType::Other => {}
         }
-        if let OpClass::LoadStore { subclass, .. } = class {
-            if subclass & packet::op::LDST_SUBCLASS_MASK == packet::op::LDST_SIMD_FP {
+        match class {
+            OpClass::LoadStore { subclass, .. }
+                if subclass & packet::op::LDST_SUBCLASS_MASK == packet::op::LDST_SIMD_FP =>
+            {
                 flags |= FP | SIMD;
             }
+            OpClass::Other { subclass, .. } => {
+                if subclass & packet::op::OTHER_FP != 0 {
+                    flags |= FP;
+                }
+                if subclass & packet::op::OTHER_ASE != 0 {
+                    flags |= SIMD;
+                }
+            }
+            _ => {}
         }
         let fcr = self.regs.pmsfcr;
         let mut ctrl = PMSFCR_EL1::TYPE.get(fcr) & 0b111;
@@ -466,7 +477,10 @@ impl Spu {
             });
         }
         let op_type = match op.class {
-            OpClass::Other { cond_select } => OpType::Other(u8::from(cond_select)),
+            OpClass::Other {
+                cond_select,
+                subclass,
+            } => OpType::Other(self.other_subclass(subclass) | u8::from(cond_select)),
             OpClass::LoadStore { store, subclass } => {
                 OpType::LoadStore(subclass & !packet::op::LDST_STORE | u8::from(store))
             }
@@ -495,6 +509,16 @@ impl Spu {
         let align = 1usize << PMBIDR_EL1::ALIGN.get(self.features.pmbidr);
         while !self.record.len().is_multiple_of(align) {
             self.record.push(0);
+        }
+    }
+
+    /// The FP and SIMD bits of an "other" operation's payload, where the
+    /// profile records them (unpredictable.rs).
+    fn other_subclass(&self, subclass: u8) -> u8 {
+        if cu::other_fp_simd_recorded(self.features.spe_eft()) {
+            subclass & (packet::op::OTHER_FP | packet::op::OTHER_ASE)
+        } else {
+            0
         }
     }
 

@@ -156,6 +156,19 @@ pub const PREDICTOR_ENTRIES: usize = 4096;
 /// See [`PREDICTOR_ENTRIES`]: 2, weakly taken.
 pub const PREDICTOR_INITIAL_COUNTER: u8 = 2;
 
+/// The FP and SIMD bits of an "other" operation's Operation Type payload
+/// (`SPEConstructClass()`'s `Zeros(5):simd:fp:cond`) are recorded by the
+/// profiles with FEAT_SPE_EFT, whose type filters select on them; the
+/// others model cores from before those bits (Neoverse N1), whose "other"
+/// records carry only the conditional-select bit. QEMU classifies scalar
+/// floating-point data processing as FP and every Advanced SIMD operation
+/// as SIMD, an Advanced SIMD floating-point one too (not also FP: telling
+/// it apart needs the decoder's full tables); SVE data processing is
+/// plain "other" (no `OtherSVE` class yet).
+pub const fn other_fp_simd_recorded(eft: bool) -> bool {
+    eft
+}
+
 /// `SPEGetDataSourcePayloadSize()`: 2 bytes, as Neoverse cores write it.
 pub const DATA_SOURCE_PAYLOAD_BYTES: usize = 2;
 

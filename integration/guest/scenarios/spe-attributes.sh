@@ -10,14 +10,21 @@ fmt=/sys/bus/event_source/devices/arm_spe_0/format
 iters=${spe_attr_iterations:-100000}
 
 # spe_attr_classes DATA: DATA.tab's records as ldgp ldsimd stgp stsimd
-# atomic br brnt other counts, those with L1D-REFILL (evrefill),
+# atomic br brnt other counts, "other" ones with the FP bit of their
+# payload (fpother) or the SIMD bit (simdother) apart, those with L1D-REFILL (evrefill),
 # L1D-ACCESS (evl1d) and MISPRED (evmispred) events, and the loads (atomics included) with data
 # source 0 (dsl1: L1D in the backend's encoding) and 8 (dsl2: L2)
 # (key=value).
 spe_attr_classes() {
     awk '{
         c = "other"
-        if ($2 == "LD" || $2 == "ST") {
+        if ($14 != "-") {
+            # an "other" operation: its payload byte, from the hex (perf
+            # 6.1 does not print the FP and SIMD bits): bit 1 FP, bit 2 SIMD
+            b = index("0123456789abcdef", substr($14, 2, 1)) - 1
+            if (substr($14, 1, 1) == "0" && int(b / 4) % 2) c = "simdother"
+            else if (substr($14, 1, 1) == "0" && int(b / 2) % 2) c = "fpother"
+        } else if ($2 == "LD" || $2 == "ST") {
             if ($3 ~ /-AT(-|$)/) c = "atomic"
             else c = tolower($2) ($3 ~ /SIMD-FP/ ? "simd" : "gp")
         } else if ($2 == "B") c = $11 ? "brnt" : "br"
@@ -34,6 +41,7 @@ spe_attr_classes() {
         printf "ldgp=%d ldsimd=%d stgp=%d stsimd=%d atomic=%d br=%d brnt=%d other=%d ",
             n["ldgp"], n["ldsimd"], n["stgp"], n["stsimd"], n["atomic"], n["br"],
             n["brnt"], n["other"]
+        printf "fpother=%d simdother=%d ", n["fpother"], n["simdother"]
         printf "evrefill=%d evl1d=%d evmispred=%d dsl1=%d dsl2=%d\n", refill, l1d, mispred,
             dsl1, dsl2
     }' "$1.tab"

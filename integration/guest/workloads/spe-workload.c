@@ -33,8 +33,11 @@
  *
  * `classes` mode runs a loop with one operation of each class SPE's type
  * and event filters tell apart: a general-purpose and a SIMD&FP load and
- * store, a conditional branch never taken (NOT-TAKEN), a taken one, and
- * `subs` (other).
+ * store, a conditional branch never taken (NOT-TAKEN), a taken one,
+ * a scalar floating-point `fadd` (other, FP), an Advanced SIMD `add`
+ * (other, SIMD) and `subs` (other). Eleven operations a pass: the
+ * default interval (1024, or 1025 between samples) steps through every
+ * one of them.
  *
  * `branches` mode runs nothing: it writes the direct branches in and after
  * spe_workload_strided and spe_workload_branchy to FILE, one
@@ -171,11 +174,13 @@ __attribute__((noinline)) void spe_workload_classes(uint8_t *p, uint64_t n)
                      "eor x10, %[n], %[n], lsr #3\n"
                      "tbz x10, #2, 3f\n"
                      "3:\n"
+                     "fadd d1, d1, d2\n"
+                     "add v3.4s, v3.4s, v4.4s\n"
                      "subs %[n], %[n], #1\n"
                      "b.ne 1b\n"
                      : [p] "+r"(p), [n] "+r"(n)
                      :
-                     : "x9", "x10", "v0", "cc", "memory");
+                     : "x9", "x10", "v0", "v1", "v2", "v3", "v4", "cc", "memory");
 }
 
 /* The faults mode's loop: a load from the page at @p, which faults the

@@ -6,15 +6,36 @@ use crate::runner::RunOutput;
 use crate::scenarios::{backend_stat, verdict};
 
 /// The record classes the guest counts (spe_attr_classes).
-const CLASSES: [&str; 8] = [
-    "ldgp", "ldsimd", "stgp", "stsimd", "atomic", "br", "brnt", "other",
+const CLASSES: [&str; 10] = [
+    "ldgp",
+    "ldsimd",
+    "stgp",
+    "stsimd",
+    "atomic",
+    "br",
+    "brnt",
+    "other",
+    "fpother",
+    "simdother",
 ];
 
 /// What `spe-workload classes` runs: general-purpose and SIMD&FP loads
-/// and stores, a taken and a never-taken branch, and `subs`. Each must be
-/// in the run without a filter (the control), and in every run whose
-/// filter keeps it.
-const WORKLOAD: [&str; 7] = ["ldgp", "ldsimd", "stgp", "stsimd", "br", "brnt", "other"];
+/// and stores, a taken and a never-taken branch, a scalar FP `fadd`
+/// (fpother: "other" with the FP bit, which the `max` profile records),
+/// an Advanced SIMD `add` (simdother) and `subs`. Each must be in the run
+/// without a filter (the control), and in every run whose filter keeps
+/// it.
+const WORKLOAD: [&str; 9] = [
+    "ldgp",
+    "ldsimd",
+    "stgp",
+    "stsimd",
+    "br",
+    "brnt",
+    "other",
+    "fpother",
+    "simdother",
+];
 
 pub struct Attr {
     /// The attribute proven (the run's name in the guest script).
@@ -55,8 +76,10 @@ pub const ATTRS: &[Attr] = &[
     by_type("branch_filter", (4, 0), &["br", "brnt"]),
     by_type("load_filter", (4, 0), &["ldgp", "ldsimd", "atomic"]),
     by_type("store_filter", (4, 0), &["stgp", "stsimd", "atomic"]),
-    by_type("simd_filter", (6, 18), &["ldsimd", "stsimd"]),
-    by_type("float_filter", (6, 18), &["ldsimd", "stsimd"]),
+    // SIMD&FP loads and stores are FP and SIMD; QEMU classifies scalar
+    // FP data processing as FP, Advanced SIMD as SIMD (unpredictable.rs).
+    by_type("simd_filter", (6, 18), &["ldsimd", "stsimd", "simdother"]),
+    by_type("float_filter", (6, 18), &["ldsimd", "stsimd", "fpother"]),
     // branch_filter=1,branch_filter_mask=1: B required.
     by_type("branch_filter_mask", (6, 18), &["br", "brnt"]),
     // load and SIMD both required.
@@ -98,8 +121,8 @@ pub const ATTRS: &[Attr] = &[
     Attr {
         name: "inv_event_filter_l1d",
         since: (6, 18),
-        keeps: &["br", "brnt", "other"],
-        shows: &["br", "brnt", "other"],
+        keeps: &["br", "brnt", "other", "fpother", "simdother"],
+        shows: &["br", "brnt", "other", "fpother", "simdother"],
         event: Some(("evl1d", false)),
     },
     // event_filter=0x40: NOT-TAKEN required.
@@ -114,7 +137,16 @@ pub const ATTRS: &[Attr] = &[
         name: "inv_data_src_filter",
         since: (6, 19),
         keeps: &CLASSES,
-        shows: &["ldgp", "stgp", "stsimd", "br", "brnt", "other"],
+        shows: &[
+            "ldgp",
+            "stgp",
+            "stsimd",
+            "br",
+            "brnt",
+            "other",
+            "fpother",
+            "simdother",
+        ],
         event: Some(("dsl1", false)),
     },
     // event_filter=0x80: MISPRED required (the backend's predictor,

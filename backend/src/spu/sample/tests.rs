@@ -630,3 +630,63 @@ fn data_source_filter() {
         );
     }
 }
+
+fn other(subclass: u8) -> SampledOp {
+    SampledOp {
+        class: OpClass::Other {
+            cond_select: false,
+            subclass,
+        },
+        ..load(0x40_0000, 0)
+    }
+}
+
+/// `SPEFilterByType()` on "other" operations with their FP and SIMD bits
+/// (`SPEConstructClass()`: `Zeros(5):simd:fp:cond`), PMSFCR_EL1 as Linux
+/// 7.3 writes it: FT with FP (bit 19) or SIMD (bit 20), and their masks
+/// (FPm 51, SIMDm 52). Rows: PMSFCR, then kept for plain, FP, SIMD.
+#[test]
+fn fp_and_simd_other_operations() {
+    use packet::op::{OTHER_ASE, OTHER_FP};
+    let m = mem(8 << 20);
+    let ft = PMSFCR_EL1::FT.mask();
+    let rows: [(u64, [bool; 3]); 6] = [
+        (0, [true, true, true]),
+        (ft | 1 << 19, [false, true, false]),
+        (ft | 1 << 20, [false, false, true]),
+        (ft | 1 << 19 | 1 << 20, [false, true, true]),
+        // FPm alone: FP excluded.
+        (ft | 1 << 51, [true, false, true]),
+        // SIMD | SIMDm: SIMD required.
+        (ft | 1 << 20 | 1 << 52, [false, false, true]),
+    ];
+    for (fcr, kept) in rows {
+        let (mut spu, _) = linux_spu(&m, Features::max(), 16);
+        spu.write_sysreg(SysReg::PmsfcrEl1, fcr).unwrap();
+        for (sub, want) in [0, OTHER_FP, OTHER_ASE].into_iter().zip(kept) {
+            let got = matches!(spu.sample(&other(sub), &m), SampleOutcome::Written { .. });
+            assert_eq!(got, want, "PMSFCR {fcr:#x}, subclass {sub:#x}");
+        }
+    }
+    // The payload carries the bits on a PE with FEAT_SPE_EFT, and not on
+    // Neoverse N1 (unpredictable::other_fp_simd_recorded).
+    for (features, want) in [
+        (
+            Features::max(),
+            ["OTHER FP INSN-OTHER", "OTHER ASE INSN-OTHER"],
+        ),
+        (
+            Features::neoverse_n1(),
+            ["OTHER INSN-OTHER", "OTHER INSN-OTHER"],
+        ),
+    ] {
+        for (sub, text) in [OTHER_FP, OTHER_ASE].into_iter().zip(want) {
+            let (mut spu, _) = linux_spu(&m, features.clone(), 16);
+            let SampleOutcome::Written { bytes, .. } = spu.sample(&other(sub), &m) else {
+                panic!("not written")
+            };
+            let t = texts(&spu.read_buffer(BUF_VA, bytes, &m).unwrap());
+            assert!(t.iter().any(|p| p == text), "{t:?}");
+        }
+    }
+}
