@@ -197,12 +197,21 @@ impl VhostUserSpeBackend {
     }
 
     /// Serves the control socket's commands on this VM's SPUs (register
-    /// [`Hub::wake_fd`] with the worker under [`CONTROL_EVENT`]); arms the
-    /// scenario's faults now.
+    /// [`Hub::wake_fd`] with the worker under [`CONTROL_EVENT`]). The
+    /// scenario's faults are armed by [`Self::front_end_connected`].
     pub fn with_control(mut self, hub: Arc<Hub>) -> Self {
-        hub.vm_started(&mut self.spus);
         self.control = Some(hub);
         self
+    }
+
+    /// A front end connected: arms the scenario's faults and those armed
+    /// while no VM was connected. Not at construction: the backend for
+    /// the next connection is made before anyone connects, and faults
+    /// armed in between belong to the hub until a VM is there.
+    fn front_end_connected(&mut self) {
+        if let Some(hub) = &self.control {
+            hub.vm_started(&mut self.spus);
+        }
     }
 
     /// Closes the exit-event fds the daemon leaked. Call only once the
@@ -704,6 +713,10 @@ pub fn serve(
             .start(listener)
             .map_err(|e| io::Error::other(format!("cannot accept a connection: {e}")))?;
         info!("vhost-user connection accepted");
+        backend
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .front_end_connected();
         // Registered only now so an idle daemon does not wake every tick.
         // One worker thread serves both queues (the default
         // queues_per_thread), so its handler is the one to tick.

@@ -694,5 +694,19 @@ fn the_control_socket_serves_the_vhost_user_device() {
         )
         .unwrap();
     assert_eq!(a["pending"], true);
+    // It stays listed until a VM connects (it used to move onto the SPUs
+    // made for the next connection before anyone connected, and vanish
+    // from the list), then it is armed on that VM's SPUs.
+    let listed = |c: &mut Client| {
+        let f = c.execute("query-faults", json!({})).unwrap();
+        f["faults"].as_array().unwrap().len()
+    };
+    d.wait_log("waiting for the next front end", 1);
+    assert_eq!(listed(&mut c), 1, "between VMs");
+    let armed = d.log().matches("armed:").count();
+    let vm = Vm::connect(&d);
+    d.wait_log("armed:", armed + 1);
+    assert_eq!(listed(&mut c), 2, "on each vCPU of the new VM");
+    drop(vm);
     let _ = std::fs::remove_file(&ctl);
 }
