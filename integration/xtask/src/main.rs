@@ -6,6 +6,7 @@ mod bench;
 mod faults;
 mod host;
 mod initramfs;
+mod install;
 mod kernels;
 mod proofs;
 mod runner;
@@ -32,6 +33,9 @@ const USAGE: &str = "usage: cargo xtask <command>
   run [--no-backend] [--spe] [--kernel K] SCENARIO
                      boot one guest scenario script (integration/guest/scenarios);
                      --spe: full emulation for a script no test scenario names
+  install [--prefix DIR]
+                     build and install qemu-system-aarch64-spe, vhost-device-spe
+                     and the spe-qemu launcher into DIR/bin (default ~/.local)
   scenarios [--kernel K]
                      list the scenarios of `test`, with the kernels they run on
   --kernel K         a guest kernel of the matrix: 6.1 (bookworm), 6.12
@@ -61,6 +65,11 @@ fn real_main(args: &[String]) -> Result<bool> {
         return Ok(false);
     };
     let (kernel, rest) = take_value(&args[1..], "--kernel")?;
+    let (prefix, rest) = if cmd == "install" {
+        take_value(&rest, "--prefix")?
+    } else {
+        (None, rest)
+    };
     let kernel = kernel.map(|k| KernelSpec::by_name(&k)).transpose()?;
     let rest = &rest[..];
     let options: &[&str] = match cmd.as_str() {
@@ -94,6 +103,22 @@ fn real_main(args: &[String]) -> Result<bool> {
             Ok(true)
         }
         "test" => test(rest, &kernels),
+        "install" => {
+            let prefix = match prefix {
+                Some(p) => PathBuf::from(p),
+                None => PathBuf::from(std::env::var_os("HOME").context("no $HOME: give --prefix")?)
+                    .join(".local"),
+            };
+            let paths = Paths::discover()?;
+            let env = setup::setup(&paths, &[])?;
+            build_backend(&paths)?;
+            let launcher = install::install(&env.qemu, &paths.target.join("release"), &prefix)?;
+            println!("installed into {}:", launcher.parent().unwrap().display());
+            println!("  {}  (the patched QEMU)", install::QEMU_NAME);
+            println!("  vhost-device-spe");
+            println!("  spe-qemu  (spe-qemu --spe-help)");
+            Ok(true)
+        }
         "demo" => demo(&one_kernel),
         "run" => {
             let backend = !rest.iter().any(|a| a == "--no-backend");
@@ -206,6 +231,11 @@ fn prepare(paths: &Paths, kernels: &[&'static KernelSpec]) -> Result<Vec<Rig>> {
     let backend = build_backend(paths)?;
     let work = paths.work();
     std::fs::create_dir_all(&work)?;
+    let launcher = install::install(
+        &env.qemu,
+        &paths.target.join("release"),
+        &work.join("prefix"),
+    )?;
     let programs = workloads::build(
         &paths.repo.join("integration/guest/workloads"),
         &work.join("workloads"),
@@ -238,6 +268,7 @@ fn prepare(paths: &Paths, kernels: &[&'static KernelSpec]) -> Result<Vec<Rig>> {
             kernel: g.guest.kernel,
             initrd,
             backend: backend.clone(),
+            launcher: launcher.clone(),
             runs_dir: work.join("runs").join(g.spec.name),
             pin_vcpu0: false,
             has_extra_modules: !modules.is_empty(),
@@ -326,14 +357,15 @@ fn cargo() -> Command {
 /// 20 times slower, and under QEMU's sampler it, not the guest, was the
 /// bottleneck (about 450 k records/s).
 fn build_backend(paths: &Paths) -> Result<PathBuf> {
-    let step = Step::new("cargo build --release -p vhost-device-spe");
+    let step = Step::new("cargo build --release -p vhost-device-spe -p spe-qemu");
     let st = cargo()
         .current_dir(&paths.repo)
-        .args(["build", "--quiet", "--release", "-p", "vhost-device-spe"])
+        .args(["build", "--quiet", "--release"])
+        .args(["-p", "vhost-device-spe", "-p", "spe-qemu"])
         .status()
-        .context("starting cargo build --release -p vhost-device-spe")?;
+        .context("starting cargo build --release")?;
     if !st.success() {
-        bail!("cargo build --release -p vhost-device-spe failed ({st})");
+        bail!("cargo build --release -p vhost-device-spe -p spe-qemu failed ({st})");
     }
     step.done("built");
     Ok(paths.target.join("release/vhost-device-spe"))

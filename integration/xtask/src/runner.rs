@@ -150,6 +150,9 @@ pub struct SpeRun {
     /// ARGS…` against the backend's `--control-socket` (output in the
     /// run's `ctl.log`): the control socket used live, as a user would.
     pub ctl_when: Option<(&'static str, &'static [&'static str])>,
+    /// Boot through the installed `spe-qemu` ([`Rig::launcher`]) from a
+    /// plain QEMU command line, which starts and stops its own backend.
+    pub launcher: bool,
 }
 
 impl SpeRun {
@@ -163,6 +166,7 @@ impl SpeRun {
             icount: None,
             faults: None,
             ctl_when: None,
+            launcher: false,
         }
     }
 }
@@ -188,6 +192,9 @@ pub struct Rig {
     /// headers (integration/guest/modules): only the host suite's kernel.
     pub has_extra_modules: bool,
     pub backend: PathBuf,
+    /// `spe-qemu`, installed with the QEMU and backend above into a
+    /// prefix of the build tree (`cargo xtask install`'s layout).
+    pub launcher: PathBuf,
     pub runs_dir: PathBuf,
     /// Give QEMU's vCPU 0 thread a host CPU to itself (the bench's
     /// `--pin`): see [`pin_vcpu0`].
@@ -250,7 +257,8 @@ impl Rig {
         let start = Instant::now();
         let mut backend = None;
         let mut early_failure = None;
-        if spec.backend {
+        let launcher = spec.spe.as_ref().is_some_and(|s| s.launcher);
+        if spec.backend && !launcher {
             let log = fs::File::create(&backend_log)?;
             let mut cmd = Command::new(&self.backend);
             match &spec.spe {
@@ -316,12 +324,23 @@ impl Rig {
         let ending = match early_failure {
             Some(reason) => Ending::BackendDied(reason),
             None => {
-                let mut qemu = ChildGuard::spawn(
-                    "QEMU",
-                    self.qemu_command(spec, &console_path, &socket)
-                        .stdout(fs::File::create(dir.join("qemu.log"))?)
-                        .stderr(fs::File::create(dir.join("qemu.stderr.log"))?),
-                )?;
+                let mut qemu = if launcher {
+                    // -nographic: the serial console is spe-qemu's stdout.
+                    ChildGuard::spawn(
+                        "spe-qemu",
+                        self.launcher_command(spec, &backend_log)
+                            .stdin(std::process::Stdio::null())
+                            .stdout(fs::File::create(&console_path)?)
+                            .stderr(fs::File::create(dir.join("qemu.stderr.log"))?),
+                    )?
+                } else {
+                    ChildGuard::spawn(
+                        "QEMU",
+                        self.qemu_command(spec, &console_path, &socket)
+                            .stdout(fs::File::create(dir.join("qemu.log"))?)
+                            .stderr(fs::File::create(dir.join("qemu.stderr.log"))?),
+                    )?
+                };
                 fs::write(dir.join("qemu.pid"), qemu.pid().to_string())?;
                 if self.pin_vcpu0 {
                     pin_vcpu0(qemu.pid(), backend.as_ref().map(|b| b.pid()))?;
@@ -389,6 +408,35 @@ impl Rig {
             elapsed,
             dir,
         })
+    }
+
+    /// `spe-qemu` with QEMU's documented `-M virt -kernel -initrd -append`
+    /// command line, unchanged but for `-nic none` (this QEMU has no
+    /// option ROMs) and `-no-reboot` (so `panic=-1` ends the run).
+    fn launcher_command(&self, spec: &GuestRun, backend_log: &Path) -> Command {
+        let spe = spec.spe.as_ref().expect("a launcher run is an SPE run");
+        let mut c = Command::new(&self.launcher);
+        c.args(["--spe-cpu", spe.backend_cpu])
+            .arg("--spe-log")
+            .arg(backend_log)
+            .arg("-M")
+            .arg(if spe.virtualization {
+                "virt,virtualization=on"
+            } else {
+                "virt"
+            })
+            .args(["-cpu", "max", "-smp", &VCPUS.to_string(), "-m", "1G"])
+            .args(["-nographic", "-nic", "none", "-no-reboot"])
+            .arg("-kernel")
+            .arg(&self.kernel)
+            .arg("-initrd")
+            .arg(&self.initrd)
+            .arg("-append")
+            .arg(format!(
+                "console=ttyAMA0 panic=-1 spe.scenario={}",
+                spec.scenario
+            ));
+        c
     }
 
     fn qemu_command(&self, spec: &GuestRun, console: &Path, socket: &Path) -> Command {
@@ -694,6 +742,7 @@ mod tests {
             kernel: "Image".into(),
             initrd: "initrd".into(),
             backend: "backend".into(),
+            launcher: "spe-qemu".into(),
             runs_dir: "runs".into(),
             pin_vcpu0: false,
         };

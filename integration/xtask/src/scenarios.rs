@@ -239,6 +239,35 @@ pub fn all() -> Vec<Scenario> {
                 ..SpeRun::new("max")
             }),
         },
+        // Issue 19: spe-qemu, installed into a prefix of the build tree,
+        // from QEMU's own -M virt -kernel -initrd -append command line.
+        Scenario {
+            name: "spe-qemu-launcher",
+            guest: "spe-launcher",
+            backend: true,
+            timeout: Duration::from_secs(180),
+            expect: Expect::Pass(check_launcher),
+            kill_backend_when: None,
+            spe: Some(SpeRun {
+                launcher: true,
+                ..SpeRun::new("neoverse-n1")
+            }),
+        },
+        // The same with virtualization=on: spe-qemu must give the backend
+        // --el2, or the VHE kernel dies before its console.
+        Scenario {
+            name: "spe-qemu-launcher-vhe",
+            guest: "spe-launcher",
+            backend: true,
+            timeout: Duration::from_secs(180),
+            expect: Expect::Pass(check_launcher),
+            kill_backend_when: None,
+            spe: Some(SpeRun {
+                launcher: true,
+                virtualization: true,
+                ..SpeRun::new("max")
+            }),
+        },
     ]
     .into_iter()
     // Issue 18: faults on demand and the driver's reaction.
@@ -534,6 +563,23 @@ pub fn check_spe_probe(out: &RunOutput) -> Result<(), String> {
     }
     if !out.backend_log.contains(BACKEND_QEMU_HELLO) {
         errs.push(format!("backend log lacks {BACKEND_QEMU_HELLO:?}"));
+    }
+    verdict(errs)
+}
+
+/// Through spe-qemu: the driver probed on both vCPUs, the backend it
+/// started served the channel, and perf decoded the records.
+fn check_launcher(out: &RunOutput) -> Result<(), String> {
+    let mut errs: Vec<String> = check_spe_probe(out).err().into_iter().collect();
+    match out
+        .result("launcher_records")
+        .and_then(|n| n.parse::<u64>().ok())
+    {
+        Some(n) if n > 0 => {}
+        n => errs.push(format!("{n:?} records")),
+    }
+    if out.result("launcher_bad") != Some("0") {
+        errs.push(format!("decoder errors: {:?}", out.result("launcher_bad")));
     }
     verdict(errs)
 }

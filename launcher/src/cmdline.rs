@@ -1,0 +1,566 @@
+//! The QEMU command line as `spe-qemu` takes and rewrites it: the user's
+//! options unchanged, plus exactly what SPE needs (shared memfd RAM of the
+//! user's `-m` size as the machine's memory backend, `spe=on` and
+//! `spe-socket=` on the `-cpu`), and what the backend must be told (the
+//! vCPU count of `-smp`, EL2 for `virtualization=on`).
+
+use std::path::{Path, PathBuf};
+
+/// QEMU 10.0's options that take no argument (the `DEF()` lines of
+/// `qemu-options.hx` without `HAS_ARG`); every other option takes one.
+const NO_ARG: &[&str] = &[
+    "h",
+    "help",
+    "version",
+    "mem-prealloc",
+    "snapshot",
+    "usb",
+    "nographic",
+    "full-screen",
+    "win2k-hack",
+    "no-fd-bootchk",
+    "preconfig",
+    "S",
+    "s",
+    "enable-kvm",
+    "xen-attach",
+    "xen-domid-restrict",
+    "no-reboot",
+    "no-shutdown",
+    "daemonize",
+    "only-migratable",
+    "nodefaults",
+    "semihosting",
+    "old-param",
+    "no-user-config",
+    "enable-sync-profile",
+    "perfmap",
+    "jitdump",
+];
+
+/// The id of the memory backend `spe-qemu` adds.
+pub const RAM_ID: &str = "spe-ram";
+
+/// `virt`'s RAM without `-m` (QEMU's `default_ram_size`).
+const DEFAULT_RAM: u64 = 128 << 20;
+
+/// The backend's CPU profiles (`vhost-device-spe --cpu`).
+pub const PROFILES: &[&str] = &["neoverse-n1", "neoverse-v1", "max"];
+
+/// `spe-qemu`'s own options, all `--spe-*`, taken out of the command line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SpeOptions {
+    /// `--spe-cpu`: the backend's CPU profile.
+    pub cpu: Option<String>,
+    /// `--spe-log FILE`: the backend's log (else a private file, shown
+    /// when QEMU fails).
+    pub log: Option<PathBuf>,
+    /// `--spe-control-socket PATH`: the backend's control socket.
+    pub control_socket: Option<PathBuf>,
+    /// `--spe-qemu PATH`: the patched QEMU to run.
+    pub qemu: Option<PathBuf>,
+    /// `--spe-backend PATH`: the `vhost-device-spe` to run.
+    pub backend: Option<PathBuf>,
+    /// `--spe-help`.
+    pub help: bool,
+}
+
+/// What to run: QEMU's arguments and the backend's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    pub qemu_args: Vec<String>,
+    pub backend_args: Vec<String>,
+}
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    #[error("{0} needs a value")]
+    MissingValue(String),
+    #[error("unknown option {0} (spe-qemu's own options: spe-qemu --spe-help)")]
+    UnknownSpeOption(String),
+    #[error("--spe-cpu {0}: not a profile of vhost-device-spe ({list})", list = PROFILES.join(", "))]
+    UnknownProfile(String),
+    #[error("no -M/-machine: spe-qemu gives SPE to the virt machine (-M virt)")]
+    NoMachine,
+    #[error("machine {0:?}: spe-qemu gives SPE to the virt machine only (-M virt)")]
+    NotVirt(String),
+    #[error(
+        "accelerator {0:?}: SPE is modelled under TCG only (the model runs in \
+         vhost-device-spe); use -accel tcg or leave the accelerator out"
+    )]
+    NotTcg(String),
+    #[error(
+        "no -cpu: virt's default CPU (cortex-a15) has no SPE; name an AArch64 \
+         one, e.g. -cpu max"
+    )]
+    NoCpu,
+    #[error("-cpu {0}: spe-qemu sets spe=, pmu-ss= and spe-socket= itself")]
+    CpuHasSpe(String),
+    #[error(
+        "memory-backend= is set: spe-qemu gives the machine its own shared memfd \
+         RAM (the backend writes records straight into guest RAM)"
+    )]
+    OwnMemoryBackend,
+    #[error("{option} {value:?}: {why}")]
+    BadValue {
+        option: &'static str,
+        value: String,
+        why: &'static str,
+    },
+}
+
+/// Splits `--spe-*` options (`--spe-x V` or `--spe-x=V`) from QEMU's.
+pub fn split_spe_options(args: &[String]) -> Result<(SpeOptions, Vec<String>), Error> {
+    let mut spe = SpeOptions::default();
+    let mut rest = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let Some(name) = a.strip_prefix("--spe-") else {
+            rest.push(a.clone());
+            continue;
+        };
+        if name == "help" {
+            spe.help = true;
+            continue;
+        }
+        let (name, inline) = match name.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (name, None),
+        };
+        let value = match inline {
+            Some(v) => v,
+            None => it
+                .next()
+                .cloned()
+                .ok_or_else(|| Error::MissingValue(format!("--spe-{name}")))?,
+        };
+        match name {
+            "cpu" if PROFILES.contains(&value.as_str()) => spe.cpu = Some(value),
+            "cpu" => return Err(Error::UnknownProfile(value)),
+            "log" => spe.log = Some(value.into()),
+            "control-socket" => spe.control_socket = Some(value.into()),
+            "qemu" => spe.qemu = Some(value.into()),
+            "backend" => spe.backend = Some(value.into()),
+            _ => return Err(Error::UnknownSpeOption(format!("--spe-{name}"))),
+        }
+    }
+    Ok((spe, rest))
+}
+
+/// An option's name without its one or two leading dashes.
+fn option_name(arg: &str) -> Option<&str> {
+    let name = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-'))?;
+    (!name.is_empty()).then_some(name)
+}
+
+/// True for a command line that only asks QEMU for help or its version:
+/// run as it is, with no backend.
+pub fn asks_only_for_information(args: &[String]) -> bool {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let Some(name) = option_name(a) else {
+            continue;
+        };
+        if matches!(name, "h" | "help" | "version") {
+            return true;
+        }
+        if NO_ARG.contains(&name) {
+            continue;
+        }
+        // `-M help`, `-cpu help`, `-device virtio-net,help`, ...
+        match it.next() {
+            Some(v) if name != "append" && (v == "help" || v.ends_with(",help")) => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// The comma-separated parts of a QEMU option value (`,,` is a literal
+/// comma, as QEMU's option parser reads it).
+fn parts(value: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut chars = value.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ',' {
+            if chars.peek() == Some(&',') {
+                chars.next();
+                out.last_mut().unwrap().push(',');
+            } else {
+                out.push(String::new());
+            }
+        } else {
+            out.last_mut().unwrap().push(c);
+        }
+    }
+    out
+}
+
+/// The value of `key=` in `value`'s parts; the first part without `=` is
+/// `implied` (QEMU's implied option name, e.g. `type` for `-machine`).
+fn prop(value: &str, key: &str, implied: &str) -> Option<String> {
+    parts(value)
+        .into_iter()
+        .enumerate()
+        .find_map(|(i, p)| match p.split_once('=') {
+            Some((k, v)) if k == key => Some(v.to_string()),
+            None if i == 0 && key == implied && !p.is_empty() => Some(p),
+            _ => None,
+        })
+}
+
+fn is_on(v: &str) -> bool {
+    matches!(v, "on" | "yes" | "true" | "y")
+}
+
+/// `-m`'s size in bytes: a number with an optional K, M, G, T suffix
+/// (MiB without one, as QEMU reads `-m`).
+fn ram_bytes(value: &str) -> Result<u64, Error> {
+    let bad = |why| Error::BadValue {
+        option: "-m",
+        value: value.to_string(),
+        why,
+    };
+    let size = prop(value, "size", "size").ok_or(bad("no size"))?;
+    let s = size.trim_end_matches(['B', 'b']);
+    let (num, shift) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(bad("unknown size suffix")),
+            };
+            (&s[..i], shift)
+        }
+        _ => (s, 20),
+    };
+    let n: f64 = num.parse().map_err(|_| bad("not a size"))?;
+    let bytes = n * (1u64 << shift) as f64;
+    if !(bytes >= 1.0 && bytes < u64::MAX as f64) || bytes.fract() != 0.0 {
+        return Err(bad("not a whole number of bytes"));
+    }
+    Ok(bytes as u64)
+}
+
+/// `-smp`'s CPU count: `cpus=` (or the bare number), else the product of
+/// the topology, as QEMU computes it.
+fn smp_cpus(value: &str) -> Result<u32, Error> {
+    let bad = |why| Error::BadValue {
+        option: "-smp",
+        value: value.to_string(),
+        why,
+    };
+    let num = |v: String| v.parse::<u32>().map_err(|_| bad("not a number"));
+    if let Some(n) = prop(value, "cpus", "cpus") {
+        return num(n);
+    }
+    let mut n = 1u32;
+    for key in [
+        "drawers", "books", "sockets", "dies", "clusters", "modules", "cores", "threads",
+    ] {
+        if let Some(v) = prop(value, key, "") {
+            n = n.checked_mul(num(v)?).ok_or(bad("too many CPUs"))?;
+        }
+    }
+    Ok(n)
+}
+
+/// Rewrites QEMU's command line (`spe-qemu`'s own options already taken
+/// out) for a backend listening on `socket`.
+pub fn plan(args: &[String], spe: &SpeOptions, socket: &Path) -> Result<Plan, Error> {
+    let mut out: Vec<String> = Vec::with_capacity(args.len() + 4);
+    // Indices into `out` of the last -machine and -cpu values.
+    let (mut machine, mut cpu, mut machine_type) = (None, None, None);
+    let (mut ram, mut vcpus, mut el2) = (DEFAULT_RAM, 1u32, false);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        out.push(a.clone());
+        let Some(name) = option_name(a) else {
+            continue; // a disk image, as QEMU takes it
+        };
+        if NO_ARG.contains(&name) {
+            if name == "enable-kvm" {
+                return Err(Error::NotTcg("kvm".into()));
+            }
+            continue;
+        }
+        let value = it
+            .next()
+            .ok_or_else(|| Error::MissingValue(a.clone()))?
+            .clone();
+        match name {
+            "M" | "machine" => {
+                if prop(&value, "memory-backend", "type").is_some() {
+                    return Err(Error::OwnMemoryBackend);
+                }
+                if let Some(acc) = prop(&value, "accel", "type").filter(|a| a != "tcg") {
+                    return Err(Error::NotTcg(acc));
+                }
+                if let Some(v) = prop(&value, "virtualization", "type") {
+                    el2 = is_on(&v);
+                }
+                if let Some(t) = prop(&value, "type", "type") {
+                    if t != "virt" && !t.starts_with("virt-") {
+                        return Err(Error::NotVirt(t));
+                    }
+                    machine_type = Some(t);
+                }
+                machine = Some(out.len());
+            }
+            "accel" => {
+                let acc = prop(&value, "accel", "accel").unwrap_or_default();
+                if acc != "tcg" {
+                    return Err(Error::NotTcg(acc));
+                }
+            }
+            "cpu" => {
+                if parts(&value).iter().any(|p| {
+                    p.starts_with("spe=")
+                        || p.starts_with("pmu-ss=")
+                        || p.starts_with("spe-socket=")
+                }) {
+                    return Err(Error::CpuHasSpe(value));
+                }
+                cpu = Some(out.len());
+            }
+            "m" => ram = ram_bytes(&value)?,
+            "smp" => vcpus = smp_cpus(&value)?,
+            _ => {}
+        }
+        out.push(value);
+    }
+    let machine = machine
+        .filter(|_| machine_type.is_some())
+        .ok_or(Error::NoMachine)?;
+    let cpu = cpu.ok_or(Error::NoCpu)?;
+    out[machine].push_str(&format!(",memory-backend={RAM_ID}"));
+    out[cpu].push_str(&format!(",spe=on,spe-socket={}", socket.display()));
+    out.push("-object".into());
+    out.push(format!(
+        "memory-backend-memfd,id={RAM_ID},size={ram},share=on"
+    ));
+
+    let mut backend_args = vec![
+        "--qemu-socket".to_string(),
+        socket.display().to_string(),
+        "--vcpus".into(),
+        vcpus.to_string(),
+        "--cpu".into(),
+        spe.cpu.clone().unwrap_or_else(|| "neoverse-n1".into()),
+    ];
+    if el2 {
+        backend_args.push("--el2".into());
+    }
+    if let Some(p) = &spe.control_socket {
+        backend_args.push("--control-socket".into());
+        backend_args.push(p.display().to_string());
+    }
+    Ok(Plan {
+        qemu_args: out,
+        backend_args,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    fn plan_of(s: &str) -> Result<Plan, Error> {
+        let (spe, rest) = split_spe_options(&args(s))?;
+        plan(&rest, &spe, Path::new("/run/x/spe.sock"))
+    }
+
+    /// QEMU's documented virt command line, rewritten.
+    #[test]
+    fn the_docs_command_line() {
+        let p = plan_of(
+            "-M virt -cpu max -m 1G -smp 2 -nographic -kernel Image \
+             -initrd rootfs.cpio -append console=ttyAMA0",
+        )
+        .unwrap();
+        assert_eq!(
+            p.qemu_args,
+            args(
+                "-M virt,memory-backend=spe-ram -cpu max,spe=on,spe-socket=/run/x/spe.sock \
+                 -m 1G -smp 2 -nographic -kernel Image -initrd rootfs.cpio \
+                 -append console=ttyAMA0 \
+                 -object memory-backend-memfd,id=spe-ram,size=1073741824,share=on"
+            )
+        );
+        assert_eq!(
+            p.backend_args,
+            args("--qemu-socket /run/x/spe.sock --vcpus 2 --cpu neoverse-n1")
+        );
+    }
+
+    /// Rows: command line, then the memfd size, the backend's --vcpus and
+    /// whether it gets --el2.
+    #[test]
+    fn sizes_counts_and_el2() {
+        let rows: &[(&str, u64, u32, bool)] = &[
+            ("-M virt -cpu max", 128 << 20, 1, false),
+            ("-M virt -cpu max -m 512", 512 << 20, 1, false),
+            (
+                "-M virt -cpu max -m size=2G,slots=2,maxmem=4G",
+                2 << 30,
+                1,
+                false,
+            ),
+            ("-M virt -cpu max -m 1.5G", 3 << 29, 1, false),
+            ("-M virt -cpu max -m 262144k", 256 << 20, 1, false),
+            ("-M virt -cpu max -smp 4", 128 << 20, 4, false),
+            (
+                "-M virt -cpu max -smp cpus=3,maxcpus=4",
+                128 << 20,
+                3,
+                false,
+            ),
+            (
+                "-M virt -cpu max -smp sockets=2,cores=2,threads=2",
+                128 << 20,
+                8,
+                false,
+            ),
+            ("-M virt,virtualization=on -cpu max", 128 << 20, 1, true),
+            (
+                "-machine type=virt,virtualization=off -cpu max",
+                128 << 20,
+                1,
+                false,
+            ),
+            (
+                "--machine virt-10.0,gic-version=3 --cpu neoverse-n1",
+                128 << 20,
+                1,
+                false,
+            ),
+            ("-M virt -M virtualization=on -cpu max", 128 << 20, 1, true),
+            (
+                "-M virt -accel tcg,thread=multi -cpu max",
+                128 << 20,
+                1,
+                false,
+            ),
+        ];
+        for &(line, ram, vcpus, el2) in rows {
+            let p = plan_of(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            let object = p.qemu_args.last().unwrap();
+            assert!(
+                object.contains(&format!(",size={ram},")),
+                "{line}: {object}"
+            );
+            let b = p.backend_args.join(" ");
+            assert!(b.contains(&format!("--vcpus {vcpus} ")), "{line}: {b}");
+            assert_eq!(b.contains("--el2"), el2, "{line}: {b}");
+        }
+    }
+
+    #[test]
+    fn own_options_are_taken_out() {
+        let p = plan_of(
+            "--spe-cpu max -M virt --spe-log=/tmp/b.log -cpu max \
+             --spe-control-socket /tmp/c.sock -nographic",
+        )
+        .unwrap();
+        assert!(!p.qemu_args.iter().any(|a| a.starts_with("--spe")));
+        assert_eq!(
+            p.backend_args,
+            args(
+                "--qemu-socket /run/x/spe.sock --vcpus 1 --cpu max \
+                 --control-socket /tmp/c.sock"
+            )
+        );
+        let (spe, _) = split_spe_options(&args("--spe-log=/tmp/b.log --spe-help")).unwrap();
+        assert_eq!(spe.log.as_deref(), Some(Path::new("/tmp/b.log")));
+        assert!(spe.help);
+    }
+
+    /// A value that looks like an option is still the value: QEMU's
+    /// options take their argument whatever it looks like.
+    #[test]
+    fn values_are_not_options() {
+        let p = plan_of("-M virt -cpu max -append -M -name -cpu").unwrap();
+        assert!(p.qemu_args.contains(&"-name".to_string()));
+        assert!(p.qemu_args[1].ends_with("memory-backend=spe-ram"));
+        assert!(p.qemu_args[3].ends_with("spe-socket=/run/x/spe.sock"));
+    }
+
+    #[test]
+    fn what_cannot_have_spe_is_refused() {
+        let rows: &[(&str, Error)] = &[
+            ("-cpu max", Error::NoMachine),
+            ("-M accel=tcg -cpu max", Error::NoMachine),
+            ("-M q35 -cpu max", Error::NotVirt("q35".into())),
+            ("-M sbsa-ref -cpu max", Error::NotVirt("sbsa-ref".into())),
+            ("-M virt", Error::NoCpu),
+            ("-M virt -cpu host -enable-kvm", Error::NotTcg("kvm".into())),
+            ("-M virt -cpu host -accel kvm", Error::NotTcg("kvm".into())),
+            ("-M virt,accel=hvf -cpu max", Error::NotTcg("hvf".into())),
+            (
+                "-M virt -cpu max,spe=on",
+                Error::CpuHasSpe("max,spe=on".into()),
+            ),
+            ("-M virt,memory-backend=r -cpu max", Error::OwnMemoryBackend),
+            ("-M virt -cpu max -m", Error::MissingValue("-m".into())),
+            ("--spe-cpu", Error::MissingValue("--spe-cpu".into())),
+            (
+                "--spe-cpu cortex-a57",
+                Error::UnknownProfile("cortex-a57".into()),
+            ),
+            (
+                "--spe-frobnicate 1",
+                Error::UnknownSpeOption("--spe-frobnicate".into()),
+            ),
+            (
+                "-M virt -cpu max -m lots",
+                Error::BadValue {
+                    option: "-m",
+                    value: "lots".into(),
+                    why: "unknown size suffix",
+                },
+            ),
+            (
+                "-M virt -cpu max -smp cpus=x",
+                Error::BadValue {
+                    option: "-smp",
+                    value: "cpus=x".into(),
+                    why: "not a number",
+                },
+            ),
+        ];
+        for (line, want) in rows {
+            assert_eq!(plan_of(line).as_ref(), Err(want), "{line}");
+        }
+    }
+
+    #[test]
+    fn help_and_version_go_to_qemu_unchanged() {
+        for line in [
+            "-h",
+            "--help",
+            "-version",
+            "-M help",
+            "-cpu help",
+            "-device virtio-net,help",
+        ] {
+            assert!(asks_only_for_information(&args(line)), "{line}");
+        }
+        assert!(!asks_only_for_information(&args("-M virt -cpu max")));
+    }
+
+    #[test]
+    fn commas_are_escaped_as_qemu_escapes_them() {
+        assert_eq!(parts("a,,b,c"), ["a,b", "c"]);
+        assert_eq!(prop("virt,x=1", "type", "type").as_deref(), Some("virt"));
+        assert_eq!(
+            prop("x=1,type=virt", "type", "type").as_deref(),
+            Some("virt")
+        );
+    }
+}

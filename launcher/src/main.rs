@@ -1,0 +1,384 @@
+//! `spe-qemu`: a drop-in `qemu-system-aarch64` that gives the guest the
+//! Arm Statistical Profiling Extension. It takes a QEMU command line as it
+//! is, starts a private `vhost-device-spe` (its socket in a private
+//! runtime directory), runs the patched QEMU with the options SPE needs
+//! added (`cmdline`), passes the terminal through, and stops the backend
+//! when QEMU exits, however it exits.
+
+mod cmdline;
+
+use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use cmdline::SpeOptions;
+
+const HELP: &str = "\
+spe-qemu: qemu-system-aarch64 with the Arm Statistical Profiling Extension
+
+  spe-qemu [--spe-OPTION ...] QEMU-OPTIONS...
+
+Takes a qemu-system-aarch64 command line unchanged, starts a private
+vhost-device-spe for it and adds what SPE needs: the machine's RAM as a
+shared memfd of the -m size (memory-backend= on -M), spe=on and
+spe-socket= on the -cpu; the backend gets the -smp vCPU count and EL2
+with virtualization=on. Needs -M virt, an AArch64 -cpu (e.g. max) and TCG.
+The backend stops when QEMU exits; spe-qemu exits with QEMU's status.
+
+Options (taken out before QEMU sees the command line):
+  --spe-cpu PROFILE          the backend's CPU profile: neoverse-n1 (default;
+                             FEAT_SPEv1p1), neoverse-v1, max (FEAT_SPEv1p4, FnE,
+                             EFT, FDS, ERnd, PMUv3_SS)
+  --spe-log FILE             the backend's log (default: a private file, shown
+                             when QEMU fails)
+  --spe-control-socket PATH  the backend's control socket, for
+                             `vhost-device-spe ctl` (faults on demand, queries)
+  --spe-qemu PATH            the patched QEMU (default: $SPE_QEMU, else
+                             qemu-system-aarch64-spe beside spe-qemu, else on PATH)
+  --spe-backend PATH         vhost-device-spe (default: beside spe-qemu, else on
+                             PATH)
+  --spe-help                 this text
+
+The QEMU built by this project has no firmware blobs: boot with -kernel,
+and add -nic none unless Debian's ipxe-qemu ROMs are on QEMU's -L path.
+";
+
+/// How long the backend may take to create its socket.
+const BACKEND_START: Duration = Duration::from_secs(10);
+/// How long the backend may take to stop after SIGTERM.
+const BACKEND_STOP: Duration = Duration::from_secs(2);
+/// The signals spe-qemu forwards to QEMU instead of dying of them.
+const FORWARDED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+#[derive(Debug, thiserror::Error)]
+enum LaunchError {
+    #[error("{0}")]
+    Cmdline(#[from] cmdline::Error),
+    #[error("{what} not found: {hint}")]
+    NotFound {
+        what: &'static str,
+        hint: &'static str,
+    },
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("the backend did not start: {0}")]
+    Backend(String),
+    #[error("argument {0:?} is not UTF-8")]
+    NotUtf8(std::ffi::OsString),
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> LaunchError {
+    let what = what.into();
+    move |source| LaunchError::Io { what, source }
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("spe-qemu: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run() -> Result<ExitCode, LaunchError> {
+    let args = std::env::args_os()
+        .skip(1)
+        .map(|a| a.into_string().map_err(LaunchError::NotUtf8))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (spe, qemu_args) = cmdline::split_spe_options(&args)?;
+    if spe.help {
+        print!("{HELP}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let qemu = find_qemu(&spe)?;
+    if cmdline::asks_only_for_information(&qemu_args) {
+        let e = Command::new(&qemu).args(&qemu_args).exec();
+        return Err(io_err(format!("running {}", qemu.display()))(e));
+    }
+    let backend = find_backend(&spe)?;
+    let dir = RuntimeDir::new()?;
+    let socket = dir.0.join("spe.sock");
+    let plan = cmdline::plan(&qemu_args, &spe, &socket)?;
+    let log = spe.log.clone().unwrap_or_else(|| dir.0.join("backend.log"));
+
+    block_forwarded_signals();
+    let mut backend = start_backend(&backend, &plan.backend_args, &log, &socket)?;
+    // QEMU dies with spe-qemu, as the backend does.
+    let mut cmd = Command::new(&qemu);
+    cmd.args(&plan.qemu_args);
+    // SAFETY: prctl is async-signal-safe; nothing else runs in the child.
+    unsafe { cmd.pre_exec(|| die_with_parent(libc::SIGTERM)) };
+    let status = match cmd.spawn() {
+        Ok(mut qemu) => {
+            forward_signals_to(qemu.id());
+            qemu.wait()
+                .map_err(io_err(format!("waiting for {}", qemu_path(&qemu))))
+        }
+        Err(e) => Err(io_err(format!("running {}", qemu.display()))(e)),
+    };
+    stop(&mut backend);
+    let status = status?;
+    if !status.success() && spe.log.is_none() {
+        show_tail(&log);
+    }
+    Ok(exit_code(status))
+}
+
+fn qemu_path(qemu: &Child) -> String {
+    format!("QEMU (pid {})", qemu.id())
+}
+
+/// QEMU's exit status as spe-qemu's: its code, or 128 + the signal.
+fn exit_code(status: ExitStatus) -> ExitCode {
+    let code = status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1);
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// `explicit`, else `$env`, else `name` beside this executable, else `name`
+/// on PATH.
+fn find(explicit: &Option<PathBuf>, env: Option<&str>, name: &str) -> Option<PathBuf> {
+    if let Some(p) = explicit {
+        return Some(p.clone());
+    }
+    if let Some(p) = env.and_then(std::env::var_os) {
+        return Some(PathBuf::from(p));
+    }
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join(name)));
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name));
+    beside.into_iter().chain(on_path).find(|p| p.is_file())
+}
+
+fn find_qemu(spe: &SpeOptions) -> Result<PathBuf, LaunchError> {
+    find(&spe.qemu, Some("SPE_QEMU"), "qemu-system-aarch64-spe").ok_or(LaunchError::NotFound {
+        what: "qemu-system-aarch64-spe",
+        hint: "install it with `cargo xtask install`, or name the patched QEMU with --spe-qemu",
+    })
+}
+
+fn find_backend(spe: &SpeOptions) -> Result<PathBuf, LaunchError> {
+    find(&spe.backend, None, "vhost-device-spe").ok_or(LaunchError::NotFound {
+        what: "vhost-device-spe",
+        hint: "install it with `cargo xtask install`, or name it with --spe-backend",
+    })
+}
+
+/// A private directory (mode 0700) for the backend's socket and log,
+/// removed when dropped.
+struct RuntimeDir(PathBuf);
+
+impl RuntimeDir {
+    fn new() -> Result<RuntimeDir, LaunchError> {
+        let base = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|d| d.is_dir())
+            .unwrap_or_else(std::env::temp_dir);
+        // A Unix socket path has at most 107 bytes.
+        let base = if base.as_os_str().len() > 60 {
+            PathBuf::from("/tmp")
+        } else {
+            base
+        };
+        let mut template = base.join("spe-qemu.XXXXXX").as_os_str().as_bytes().to_vec();
+        template.push(0);
+        // SAFETY: `template` is a writable NUL-terminated buffer that
+        // mkdtemp fills in place.
+        let p = unsafe { libc::mkdtemp(template.as_mut_ptr().cast()) };
+        if p.is_null() {
+            return Err(io_err(format!(
+                "creating a directory in {}",
+                base.display()
+            ))(io::Error::last_os_error()));
+        }
+        template.pop();
+        Ok(RuntimeDir(PathBuf::from(std::ffi::OsStr::from_bytes(
+            &template,
+        ))))
+    }
+}
+
+impl Drop for RuntimeDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// In the child, before exec: `sig` when the parent dies.
+fn die_with_parent(sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: plain prctl on the calling (child) process.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn start_backend(
+    path: &Path,
+    args: &[String],
+    log: &Path,
+    socket: &Path,
+) -> Result<Child, LaunchError> {
+    let out = fs::File::create(log).map_err(io_err(format!("creating {}", log.display())))?;
+    let err = out
+        .try_clone()
+        .map_err(io_err(format!("opening {}", log.display())))?;
+    let mut cmd = Command::new(path);
+    cmd.args(args)
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
+    // SAFETY: setpgid and prctl are async-signal-safe. Its own process
+    // group keeps the terminal's ^C for QEMU; it must not outlive us.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setpgid(0, 0) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            die_with_parent(libc::SIGTERM)
+        })
+    };
+    let mut child = cmd
+        .spawn()
+        .map_err(io_err(format!("running {}", path.display())))?;
+    let deadline = Instant::now() + BACKEND_START;
+    loop {
+        if socket.exists() {
+            return Ok(child);
+        }
+        let failed = match child.try_wait() {
+            Ok(Some(st)) => Some(format!("{} exited ({st})", path.display())),
+            Ok(None) if Instant::now() > deadline => Some(format!(
+                "{} made no socket within {} s",
+                path.display(),
+                BACKEND_START.as_secs()
+            )),
+            Ok(None) => None,
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(why) = failed {
+            stop(&mut child);
+            show_tail(log);
+            return Err(LaunchError::Backend(why));
+        }
+        sleep(Duration::from_millis(10));
+    }
+}
+
+/// SIGTERM, then SIGKILL if it has not exited in time; reaped either way.
+fn stop(child: &mut Child) {
+    // SAFETY: kill(2) on our own child's pid, not yet reaped.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let deadline = Instant::now() + BACKEND_STOP;
+    while Instant::now() < deadline {
+        if !matches!(child.try_wait(), Ok(None)) {
+            return;
+        }
+        sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn forwarded_set() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data, initialised by sigemptyset.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in FORWARDED {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// Blocks the forwarded signals in every thread (children start with an
+/// empty mask: Rust's Command resets it).
+fn block_forwarded_signals() {
+    let set = forwarded_set();
+    // SAFETY: changes this thread's mask only; called before any thread.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// Passes SIGINT, SIGTERM, SIGHUP and SIGQUIT on to QEMU, which decides
+/// what they mean (a ^C at a cooked terminal reaches it directly too).
+fn forward_signals_to(pid: u32) {
+    std::thread::spawn(move || loop {
+        let set = forwarded_set();
+        let mut sig = 0;
+        // SAFETY: sigwait on signals blocked in every thread.
+        if unsafe { libc::sigwait(&set, &mut sig) } == 0 {
+            // SAFETY: kill(2) on QEMU's pid; the main thread reaps it
+            // only after QEMU exits, and then the process exits too.
+            unsafe { libc::kill(pid as libc::pid_t, sig) };
+        }
+    });
+}
+
+/// The end of the backend's log, for a QEMU that failed.
+fn show_tail(log: &Path) {
+    if let Ok(text) = fs::read_to_string(log) {
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(20)..];
+        if !tail.is_empty() {
+            eprintln!("spe-qemu: the backend's log ({}):", log.display());
+            for l in tail {
+                eprintln!("  {l}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cmdline::PROFILES;
+
+    #[test]
+    fn help_names_every_profile() {
+        for p in PROFILES {
+            assert!(HELP.contains(p), "{p}");
+        }
+    }
+
+    #[test]
+    fn exit_codes_follow_qemu() {
+        let st = |raw| ExitStatus::from_raw(raw);
+        assert_eq!(exit_code(st(0)), ExitCode::SUCCESS);
+        assert_eq!(exit_code(st(3 << 8)), ExitCode::from(3));
+        assert_eq!(exit_code(st(libc::SIGKILL)), ExitCode::from(137));
+    }
+
+    #[test]
+    fn the_runtime_directory_is_private_and_removed() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = RuntimeDir::new().unwrap();
+        let path = d.0.clone();
+        let mode = fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        fs::write(path.join("backend.log"), "x").unwrap();
+        drop(d);
+        assert!(!path.exists());
+    }
+}
