@@ -14,6 +14,8 @@ mod desc_chain;
 pub mod fuzzing;
 mod listen;
 pub mod qemu;
+pub mod record;
+pub mod report;
 pub mod ring;
 pub mod shm;
 pub mod spu;

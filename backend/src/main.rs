@@ -104,6 +104,12 @@ struct ServeArgs {
     #[arg(long, value_name = "NAME=VALUE")]
     choice: Vec<String>,
 
+    /// Keep a copy of every record written into a guest's buffer, per vCPU,
+    /// in DIR/vcpu<N>.rec (QEMU channel; each VM truncates the files of
+    /// the one before), for `vhost-device-spe report DIR`.
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
+
     /// JSON file of faults to arm for every VM that connects, and a seed
     /// for the model's random numbers: {"seed": N, "faults": [arm-fault
     /// arguments, ...]} (see protocol/README.md).
@@ -121,6 +127,36 @@ enum Command {
     },
     /// Talk to a running backend's --control-socket.
     Ctl(ctl::CtlArgs),
+    /// Summarise what --record DIR kept, as `perf report` would: the
+    /// hottest symbols per exception level (kernel PCs named from the
+    /// guest kernel's System.map), data addresses and latencies.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+struct ReportArgs {
+    /// The --record directory.
+    dir: PathBuf,
+    /// The guest kernel's System.map, to name EL1/EL2 PCs.
+    #[arg(long, value_name = "PATH")]
+    system_map: Option<PathBuf>,
+    /// The guest kernel's KASLR offset (hex): `_text` in its /proc/kallsyms
+    /// minus `_text` in System.map; 0 for a kernel booted with nokaslr.
+    #[arg(long, value_name = "HEX", default_value = "0", value_parser = parse_hex)]
+    kaslr_offset: u64,
+    /// How many symbols to list.
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    top: usize,
+    /// JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Also draw a flame graph (EL, then symbol) to this SVG file.
+    #[arg(long, value_name = "SVG")]
+    flamegraph: Option<PathBuf>,
+}
+
+fn parse_hex(s: &str) -> Result<u64, String> {
+    u64::from_str_radix(s.trim_start_matches("0x"), 16).map_err(|e| format!("{s:?}: {e}"))
 }
 
 /// An interval PMSIDR_EL1.Interval can encode.
@@ -240,6 +276,7 @@ fn run_server(args: ServeArgs) -> ExitCode {
             config.synthetic_rate = args.synthetic;
             config.control = hub.clone();
             config.choices = choices;
+            config.record = args.record.clone();
             match qemu::spawn(path, config) {
                 Ok(h) => {
                     info!(
@@ -386,5 +423,24 @@ fn main() -> ExitCode {
         None => run_server(cli.serve),
         Some(Command::Decode { input }) => decode(&input),
         Some(Command::Ctl(args)) => ctl::run(args),
+        Some(Command::Report(args)) => report(args),
+    }
+}
+
+fn report(args: ReportArgs) -> ExitCode {
+    let opts = vhost_device_spe::report::Options {
+        dir: args.dir,
+        system_map: args.system_map,
+        kaslr_offset: args.kaslr_offset,
+        top: args.top,
+        json: args.json,
+        flamegraph: args.flamegraph,
+    };
+    match vhost_device_spe::report::run(&opts, &mut io::stdout().lock()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -61,6 +61,9 @@ pub struct SpeOptions {
     pub qemu: Option<PathBuf>,
     /// `--spe-backend PATH`: the `vhost-device-spe` to run.
     pub backend: Option<PathBuf>,
+    /// `--spe-record DIR`: the backend keeps every record there
+    /// (`vhost-device-spe report DIR`).
+    pub record: Option<PathBuf>,
     /// `--spe-help`.
     pub help: bool,
 }
@@ -141,6 +144,7 @@ pub fn split_spe_options(args: &[String]) -> Result<(SpeOptions, Vec<String>), E
             "control-socket" => spe.control_socket = Some(value.into()),
             "qemu" => spe.qemu = Some(value.into()),
             "backend" => spe.backend = Some(value.into()),
+            "record" => spe.record = Some(value.into()),
             _ => return Err(Error::UnknownSpeOption(format!("--spe-{name}"))),
         }
     }
@@ -353,9 +357,14 @@ pub fn plan(args: &[String], spe: &SpeOptions, socket: &Path) -> Result<Plan, Er
     if el2 {
         backend_args.push("--el2".into());
     }
-    if let Some(p) = &spe.control_socket {
-        backend_args.push("--control-socket".into());
-        backend_args.push(p.display().to_string());
+    for (option, path) in [
+        ("--control-socket", &spe.control_socket),
+        ("--record", &spe.record),
+    ] {
+        if let Some(p) = path {
+            backend_args.push(option.into());
+            backend_args.push(p.display().to_string());
+        }
     }
     Ok(Plan {
         qemu_args: out,
@@ -465,7 +474,7 @@ mod tests {
     fn own_options_are_taken_out() {
         let p = plan_of(
             "--spe-cpu max -M virt --spe-log=/tmp/b.log -cpu max \
-             --spe-control-socket /tmp/c.sock -nographic",
+             --spe-control-socket /tmp/c.sock --spe-record /tmp/r -nographic",
         )
         .unwrap();
         assert!(!p.qemu_args.iter().any(|a| a.starts_with("--spe")));
@@ -473,7 +482,7 @@ mod tests {
             p.backend_args,
             args(
                 "--qemu-socket /run/x/spe.sock --vcpus 1 --cpu max \
-                 --control-socket /tmp/c.sock"
+                 --control-socket /tmp/c.sock --record /tmp/r"
             )
         );
         let (spe, _) = split_spe_options(&args("--spe-log=/tmp/b.log --spe-help")).unwrap();

@@ -38,6 +38,9 @@ Options (taken out before QEMU sees the command line):
                              when QEMU fails)
   --spe-control-socket PATH  the backend's control socket, for
                              `vhost-device-spe ctl` (faults on demand, queries)
+  --spe-record DIR           keep every record the backend writes, per vCPU, for
+                             `vhost-device-spe report DIR --system-map System.map`
+                             (no perf needed in the guest)
   --spe-qemu PATH            the patched QEMU (default: $SPE_QEMU, else
                              qemu-system-aarch64-spe beside spe-qemu, else on PATH)
   --spe-backend PATH         vhost-device-spe (default: beside spe-qemu, else on

@@ -38,6 +38,7 @@ use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 use vmm_sys_util::timerfd::TimerFd;
 
 use crate::control::Hub;
+use crate::record::Recorder;
 use crate::ring::Consumer;
 use crate::spu::unpredictable::Choices;
 use crate::spu::{Features, PmuCounters, Spu};
@@ -68,6 +69,8 @@ pub struct Config {
     pub control: Option<Arc<Hub>>,
     /// The CONSTRAINED UNPREDICTABLE choices (`--choice`).
     pub choices: Choices,
+    /// Keep a copy of every record written (`--record DIR`).
+    pub record: Option<PathBuf>,
 }
 
 impl Config {
@@ -78,6 +81,7 @@ impl Config {
             ring_slots: channel::ring::DEFAULT_SLOTS,
             control: None,
             choices: Choices::default(),
+            record: None,
         }
     }
 }
@@ -278,6 +282,16 @@ pub(crate) struct Vm {
     /// Malformed ring slots seen (logged, skipped).
     bad_slots: u64,
     control: Option<Arc<Hub>>,
+    recorder: Option<Recorder>,
+}
+
+impl Drop for Vm {
+    /// What the SPUs wrote since the last publish reaches the record files.
+    fn drop(&mut self) {
+        if let Some(r) = &mut self.recorder {
+            r.store(&mut self.spus);
+        }
+    }
 }
 
 struct Ring {
@@ -295,19 +309,31 @@ struct Ring {
 
 impl Vm {
     fn new(cfg: &Config, vcpus: u32) -> Vm {
+        let mut spus: Vec<Spu> = (0..vcpus)
+            .map(|_| {
+                let mut spu = Spu::new(cfg.features.clone());
+                spu.set_choices(cfg.choices);
+                spu
+            })
+            .collect();
+        let recorder = cfg
+            .record
+            .as_ref()
+            .and_then(|dir| match Recorder::start(dir, &mut spus) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    error!("--record {}: {e}; not recording", dir.display());
+                    None
+                }
+            });
         Vm {
-            spus: (0..vcpus)
-                .map(|_| {
-                    let mut spu = Spu::new(cfg.features.clone());
-                    spu.set_choices(cfg.choices);
-                    spu
-                })
-                .collect(),
+            spus,
             mem: Mem::new(),
             ring: None,
             synthetic: cfg.synthetic_rate.map(|r| Synthetic::new(vcpus, r)),
             bad_slots: 0,
             control: cfg.control.clone(),
+            recorder,
         }
     }
 
@@ -363,6 +389,9 @@ impl Vm {
     /// than in the reply to `requester`'s own request (which QEMU reads
     /// the state after).
     fn publish(&mut self, vcpu: u32, requester: Option<u32>) {
+        if let Some(r) = &mut self.recorder {
+            r.store(&mut self.spus);
+        }
         let range = if vcpu == ALL_VCPUS {
             0..self.spus.len()
         } else {

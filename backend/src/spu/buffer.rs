@@ -194,6 +194,10 @@ impl Spu {
         }
         self.stats.records += 1;
         self.stats.bytes += len as u64;
+        if let Some(tap) = &mut self.tap {
+            tap.extend_from_slice(&(len as u16).to_le_bytes());
+            tap.extend_from_slice(&self.record[..len]);
+        }
         let full = self.spe_buffer_is_full();
         if full {
             self.other_spe_management_event(pmbsr_bsc::BUFFER_FILLED);

@@ -344,6 +344,8 @@ pub struct Spu {
     stuck_records: u32,
     /// The CONSTRAINED UNPREDICTABLE choices selected at run time.
     choices: unpredictable::Choices,
+    /// A copy of each record written, for `--record` ([`Spu::set_tap`]).
+    tap: Option<Vec<u8>>,
 }
 
 impl Spu {
@@ -365,7 +367,21 @@ impl Spu {
             irq_override: inject::IrqOverride::None,
             stuck_records: 0,
             choices: unpredictable::Choices::default(),
+            tap: None,
         }
+    }
+
+    /// Keeps a copy of every record written to the buffer until
+    /// [`Spu::take_tapped`] (the model does no I/O; the front end stores
+    /// them).
+    pub fn set_tap(&mut self, on: bool) {
+        self.tap = on.then(Vec::new);
+    }
+
+    /// The records written since the last call, each as a little-endian
+    /// u16 length and the record's bytes (with its padding).
+    pub fn take_tapped(&mut self) -> Vec<u8> {
+        self.tap.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
     /// Warm reset: registers to their reset values (UNKNOWN ones to zero).
@@ -374,11 +390,13 @@ impl Spu {
     pub fn reset(&mut self) {
         let faults = std::mem::take(&mut self.faults);
         let delivered = std::mem::take(&mut self.delivered);
+        let tap = self.tap.take();
         *self = Spu {
             ctx: self.ctx,
             choices: self.choices,
             faults,
             delivered,
+            tap,
             ..Spu::new(self.features.clone())
         };
     }

@@ -153,6 +153,12 @@ pub struct SpeRun {
     /// Boot through the installed `spe-qemu` ([`Rig::launcher`]) from a
     /// plain QEMU command line, which starts and stops its own backend.
     pub launcher: bool,
+    /// The backend keeps its records (`--record <run>/records`); after the
+    /// run, `vhost-device-spe report --json` of them goes to the run's
+    /// `report.json`, kernel PCs named from the `SPE-KSYM` lines the guest
+    /// printed (its /proc/kallsyms: Debian's System.map is a placeholder,
+    /// the real one is in the 800 MB -dbg package).
+    pub record: bool,
 }
 
 impl SpeRun {
@@ -167,6 +173,7 @@ impl SpeRun {
             faults: None,
             ctl_when: None,
             launcher: false,
+            record: false,
         }
     }
 }
@@ -287,6 +294,9 @@ impl Rig {
                     if let Some(ops) = spe.min_interval {
                         cmd.args(["--min-interval", &ops.to_string()]);
                     }
+                    if spe.record {
+                        cmd.arg("--record").arg(dir.join("records"));
+                    }
                 }
             }
             let mut b = ChildGuard::spawn(
@@ -399,6 +409,9 @@ impl Rig {
         qemu_stderr.push_str(&read_lossy(&dir.join("qemu.log")));
         let backend_text = read_lossy(&backend_log);
         let parsed = parse_console(&console, &spec.scenario);
+        if spec.spe.as_ref().is_some_and(|s| s.record) {
+            self.report(&dir, &console)?;
+        }
         let verdict = decide(&ending, &parsed, &qemu_stderr);
         Ok(RunOutput {
             verdict,
@@ -408,6 +421,30 @@ impl Rig {
             elapsed,
             dir,
         })
+    }
+
+    /// `vhost-device-spe report --json` of the run's records into
+    /// `report.json` (stderr into `report.err`), with the kernel's text
+    /// symbols from the console's `SPE-KSYM` lines in `kallsyms` (run-time
+    /// addresses: no KASLR offset).
+    fn report(&self, dir: &Path, console: &str) -> Result<()> {
+        let ksyms: String = console
+            .lines()
+            .filter_map(|l| l.trim_end_matches('\r').strip_prefix("SPE-KSYM "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        fs::write(dir.join("kallsyms"), ksyms)?;
+        let st = Command::new(&self.backend)
+            .arg("report")
+            .arg(dir.join("records"))
+            .args(["--json", "--top", "10", "--system-map"])
+            .arg(dir.join("kallsyms"))
+            .stdout(fs::File::create(dir.join("report.json"))?)
+            .stderr(fs::File::create(dir.join("report.err"))?)
+            .status()
+            .context("running vhost-device-spe report")?;
+        fs::write(dir.join("report.status"), st.to_string())?;
+        Ok(())
     }
 
     /// `spe-qemu` with QEMU's documented `-M virt -kernel -initrd -append`

@@ -253,6 +253,22 @@ pub fn all() -> Vec<Scenario> {
                 ..SpeRun::new("neoverse-n1")
             }),
         },
+        // Issue 19: the host's view. The backend keeps every record it
+        // writes (--record); `vhost-device-spe report` of them, with the
+        // kernel's symbols, must find the hottest kernel symbols perf in
+        // the guest found in the same records.
+        Scenario {
+            name: "spe-report",
+            guest: "spe-report",
+            backend: true,
+            timeout: Duration::from_secs(240),
+            expect: Expect::Pass(check_report),
+            kill_backend_when: None,
+            spe: Some(SpeRun {
+                record: true,
+                ..SpeRun::new("neoverse-n1")
+            }),
+        },
         // The same with virtualization=on: spe-qemu must give the backend
         // --el2, or the VHE kernel dies before its console.
         Scenario {
@@ -582,6 +598,102 @@ fn check_launcher(out: &RunOutput) -> Result<(), String> {
         errs.push(format!("decoder errors: {:?}", out.result("launcher_bad")));
     }
     verdict(errs)
+}
+
+/// The host's report of the recorded records names the same three
+/// hottest kernel symbols, with the same sample counts, as perf in the
+/// guest (`perf_topN=SYMBOL perf_topN_samples=N`).
+fn check_report(out: &RunOutput) -> Result<(), String> {
+    let path = out.dir.join("report.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        let err = std::fs::read_to_string(out.dir.join("report.err")).unwrap_or_default();
+        format!("report.json: {e}; report said: {}", err.trim())
+    })?;
+    let report = v["symbols"].as_array().cloned().unwrap_or_default();
+    check_top3(out, &report, v["bad_records"].as_u64())
+}
+
+/// [`check_report`] on the report's `symbols`.
+fn check_top3(
+    out: &RunOutput,
+    report: &[serde_json::Value],
+    bad: Option<u64>,
+) -> Result<(), String> {
+    let mut errs = Vec::new();
+    if bad != Some(0) {
+        errs.push(format!("{bad:?} records of the report did not decode"));
+    }
+    for i in 1..=3 {
+        let Some(sym) = out.result(&format!("perf_top{i}")) else {
+            errs.push(format!("no perf_top{i} from the guest"));
+            continue;
+        };
+        let n: Option<u64> = out
+            .result(&format!("perf_top{i}_samples"))
+            .and_then(|n| n.parse().ok());
+        let found = report
+            .iter()
+            .find(|s| s["symbol"] == sym)
+            .and_then(|s| s["samples"].as_u64());
+        if found != n {
+            errs.push(format!(
+                "{sym}: perf has {n:?} samples, the report {found:?}"
+            ));
+        }
+        let nth = report.get(i - 1).and_then(|s| s["samples"].as_u64());
+        if nth != n {
+            errs.push(format!(
+                "perf's #{i} has {n:?} samples, the report's #{i} {nth:?}"
+            ));
+        }
+    }
+    verdict(errs)
+}
+
+#[cfg(test)]
+mod report_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_top_three_must_match_perfs() {
+        let out = RunOutput {
+            verdict: Verdict::Pass,
+            results: [
+                ("perf_top1", "a"),
+                ("perf_top1_samples", "90"),
+                ("perf_top2", "b"),
+                ("perf_top2_samples", "5"),
+                ("perf_top3", "c"),
+                ("perf_top3_samples", "5"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .to_vec(),
+            console: String::new(),
+            backend_log: String::new(),
+            elapsed: Duration::ZERO,
+            dir: Default::default(),
+        };
+        let sym = |s: &str, n: u64| json!({"symbol": s, "el": 1, "samples": n});
+        let good = [sym("a", 90), sym("c", 5), sym("b", 5), sym("d", 1)];
+        assert_eq!(
+            check_top3(&out, &good, Some(0)),
+            Ok(()),
+            "a tie in either order"
+        );
+        for bad in [
+            vec![sym("a", 90), sym("b", 5), sym("d", 5)],
+            vec![sym("a", 89), sym("b", 5), sym("c", 5)],
+            vec![sym("b", 90), sym("a", 5), sym("c", 5)],
+        ] {
+            assert!(check_top3(&out, &bad, Some(0)).is_err(), "{bad:?}");
+        }
+        assert!(
+            check_top3(&out, &good, Some(1)).is_err(),
+            "undecodable records"
+        );
+    }
 }
 
 /// Guest saw the device with our IDs, backend saw the handshake.
