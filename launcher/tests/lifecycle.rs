@@ -123,10 +123,9 @@ fn a_backend_that_does_not_start_is_an_error_and_qemu_never_runs() {
     assert_eq!(s.runtime_dirs(), 0);
 }
 
-#[test]
-fn sigterm_goes_to_qemu_and_then_the_backend_stops() {
-    let s = Sandbox::new("term");
-    let mut child = s
+/// spe-qemu with a QEMU that runs until SIGTERM, once that QEMU is up.
+fn start_waiting_qemu(s: &Sandbox) -> Child {
+    let child = s
         .command(
             r#"trap 'echo term > "$T/qemu.term"; exit 0' TERM
 echo up > "$T/qemu.up"
@@ -136,6 +135,13 @@ while :; do sleep 0.02; done"#,
         .spawn()
         .unwrap();
     s.wait_for("qemu.up");
+    child
+}
+
+#[test]
+fn sigterm_goes_to_qemu_and_then_the_backend_stops() {
+    let s = Sandbox::new("term");
+    let mut child = start_waiting_qemu(&s);
     signal(&child, libc::SIGTERM);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
@@ -147,16 +153,7 @@ while :; do sleep 0.02; done"#,
 #[test]
 fn qemu_and_the_backend_die_with_a_killed_spe_qemu() {
     let s = Sandbox::new("kill");
-    let mut child = s
-        .command(
-            r#"trap 'echo term > "$T/qemu.term"; exit 0' TERM
-echo up > "$T/qemu.up"
-while :; do sleep 0.02; done"#,
-        )
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    s.wait_for("qemu.up");
+    let mut child = start_waiting_qemu(&s);
     signal(&child, libc::SIGKILL);
     child.wait().unwrap();
     s.wait_for("qemu.term");

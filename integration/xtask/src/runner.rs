@@ -159,6 +159,9 @@ pub struct SpeRun {
     /// printed (its /proc/kallsyms: Debian's System.map is a placeholder,
     /// the real one is in the 800 MB -dbg package).
     pub record: bool,
+    /// Once the console shows the text, stop the backend (SIGSTOP) for
+    /// the time given, then let it go on (SIGCONT): a stalled backend.
+    pub stall_when: Option<(&'static str, Duration)>,
 }
 
 impl SpeRun {
@@ -174,6 +177,7 @@ impl SpeRun {
             ctl_when: None,
             launcher: false,
             record: false,
+            stall_when: None,
         }
     }
 }
@@ -378,13 +382,36 @@ impl Rig {
                     };
                     let _ = fs::write(&ctl_log, text);
                 };
+                let stall = spec.spe.as_ref().and_then(|s| s.stall_when);
+                let backend_pid = backend.as_ref().map(|b| b.pid());
+                let mut run_stall = || {
+                    let (Some((_, pause)), Some(pid)) = (stall, backend_pid) else {
+                        return;
+                    };
+                    let t = Instant::now();
+                    // SAFETY: kill(2) on our own child, reaped only later.
+                    unsafe { libc::kill(pid as libc::pid_t, libc::SIGSTOP) };
+                    sleep(pause);
+                    // SAFETY: as above.
+                    unsafe { libc::kill(pid as libc::pid_t, libc::SIGCONT) };
+                    let _ = fs::write(
+                        dir.join("stall.log"),
+                        format!("backend stopped for {:.1} s\n", t.elapsed().as_secs_f64()),
+                    );
+                };
+                // A scenario uses at most one of the two.
+                let on_marker = match (ctl, stall) {
+                    (Some((marker, _)), _) => Some((marker, &mut run_ctl as &mut dyn FnMut())),
+                    (None, Some((marker, _))) => Some((marker, &mut run_stall as &mut dyn FnMut())),
+                    (None, None) => None,
+                };
                 wait(
                     &mut qemu,
                     backend.as_mut(),
                     spec.timeout,
                     &console_path,
                     spec.kill_backend_when,
-                    ctl.map(|(marker, _)| (marker, &mut run_ctl as &mut dyn FnMut())),
+                    on_marker,
                 )?
             }
         };
@@ -463,17 +490,20 @@ impl Rig {
                 "virt"
             })
             .args(["-cpu", "max", "-smp", &VCPUS.to_string(), "-m", "1G"])
-            .args(["-nographic", "-nic", "none", "-no-reboot"])
-            .arg("-kernel")
+            .args(["-nographic", "-nic", "none", "-no-reboot"]);
+        self.boot_args(&mut c, &format!("spe.scenario={}", spec.scenario));
+        c
+    }
+
+    /// The kernel, the initramfs and the command line (`panic=-1` reboots
+    /// at once; `-no-reboot` turns that into an exit).
+    fn boot_args(&self, c: &mut Command, append: &str) {
+        c.arg("-kernel")
             .arg(&self.kernel)
             .arg("-initrd")
             .arg(&self.initrd)
             .arg("-append")
-            .arg(format!(
-                "console=ttyAMA0 panic=-1 spe.scenario={}",
-                spec.scenario
-            ));
-        c
+            .arg(format!("console=ttyAMA0 panic=-1 {append}"));
     }
 
     fn qemu_command(&self, spec: &GuestRun, console: &Path, socket: &Path) -> Command {
@@ -513,17 +543,11 @@ impl Rig {
             .args(["-nic", "none", "-display", "none", "-monitor", "none"])
             .arg("-serial")
             .arg(format!("file:{}", console.display()))
-            // panic=-1 reboots at once; -no-reboot turns that into an exit.
-            .arg("-no-reboot")
-            .arg("-kernel")
-            .arg(&self.kernel)
-            .arg("-initrd")
-            .arg(&self.initrd)
-            .arg("-append")
-            .arg(format!(
-                "console=ttyAMA0 panic=-1 spe.scenario={} spe.virtio_id={VIRTIO_ID}",
-                spec.scenario
-            ));
+            .arg("-no-reboot");
+        self.boot_args(
+            &mut c,
+            &format!("spe.scenario={} spe.virtio_id={VIRTIO_ID}", spec.scenario),
+        );
         if spec.backend && spec.spe.is_none() {
             c.arg("-chardev")
                 .arg(format!("socket,id=spe0,path={}", socket.display()))

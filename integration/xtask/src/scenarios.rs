@@ -269,6 +269,20 @@ pub fn all() -> Vec<Scenario> {
                 ..SpeRun::new("neoverse-n1")
             }),
         },
+        // Issue 20: a backend stopped for 4 s, less than QEMU's bound
+        // (10 s): the VM pauses, then profiling goes on.
+        Scenario {
+            name: "spe-backend-stall",
+            guest: "spe-stall",
+            backend: true,
+            timeout: Duration::from_secs(240),
+            expect: Expect::Pass(check_stall),
+            kill_backend_when: None,
+            spe: Some(SpeRun {
+                stall_when: Some(("SPE-STALL-NOW", Duration::from_secs(4))),
+                ..SpeRun::new("neoverse-n1")
+            }),
+        },
         // The same with virtualization=on: spe-qemu must give the backend
         // --el2, or the VHE kernel dies before its console.
         Scenario {
@@ -694,6 +708,30 @@ mod report_tests {
             "undecodable records"
         );
     }
+}
+
+/// The backend was stopped while perf recorded, QEMU kept it (no "SPE is
+/// disabled"), and both recordings have records that decode.
+fn check_stall(out: &RunOutput) -> Result<(), String> {
+    let mut errs = Vec::new();
+    let stall = std::fs::read_to_string(out.dir.join("stall.log")).unwrap_or_default();
+    if !stall.starts_with("backend stopped for") {
+        errs.push("the backend was never stopped".to_string());
+    }
+    let qemu = std::fs::read_to_string(out.dir.join("qemu.stderr.log")).unwrap_or_default();
+    if qemu.contains("SPE is disabled") {
+        errs.push(format!("QEMU dropped the backend: {}", qemu.trim()));
+    }
+    for key in ["stall_records", "after_records"] {
+        match out.result(key).and_then(|n| n.parse::<u64>().ok()) {
+            Some(n) if n > 0 => {}
+            n => errs.push(format!("{key} {n:?}")),
+        }
+    }
+    if out.result("bad") != Some("0") {
+        errs.push(format!("decoder errors: {:?}", out.result("bad")));
+    }
+    verdict(errs)
 }
 
 /// Guest saw the device with our IDs, backend saw the handshake.

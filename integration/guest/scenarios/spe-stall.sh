@@ -1,0 +1,25 @@
+# A backend that stalls for less than QEMU's bound (10 s, qemu-patches/0010):
+# once perf records, the runner stops the backend (SIGSTOP) for a few
+# seconds, the VM pauses when a vCPU waits on it, and profiling goes on:
+# this recording and the next one both decode, with records.
+. /scenarios/lib/spe.sh
+d=/tmp/stall.data
+perf record -e arm_spe_0/ts_enable=1/ -o $d -- spe-workload 0 8 > $d.log 2>&1 &
+pid=$!
+# perf writes its file's header when it starts recording.
+while [ ! -s $d ] && kill -0 $pid 2> /dev/null; do sleep 0.2; done
+sleep 1
+echo SPE-STALL-NOW
+wait $pid
+st=$?
+spe_table $d
+n1=$spe_n bad1=$spe_bad
+spe_record /tmp/after.data arm_spe_0/ts_enable=1/ -- spe-workload 3 || return
+spe_table /tmp/after.data
+result stall_perf_status=$st stall_records=$n1 after_records=$spe_n bad=$((bad1 + spe_bad))
+if [ "$st" = 0 ] && [ "$n1" -gt 0 ] && [ "$spe_n" -gt 0 ]; then
+    pass
+else
+    tail -n 5 $d.log
+    fail "perf $st, $n1 records while stalled, $spe_n after"
+fi
