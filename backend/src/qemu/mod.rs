@@ -285,12 +285,19 @@ pub(crate) struct Vm {
     recorder: Option<Recorder>,
 }
 
-impl Drop for Vm {
-    /// What the SPUs wrote since the last publish reaches the record files.
-    fn drop(&mut self) {
-        if let Some(r) = &mut self.recorder {
+impl Vm {
+    /// What the SPUs wrote since the last publish reaches the record
+    /// files, flushed: they are complete once this returns.
+    fn finish_recording(&mut self) {
+        if let Some(mut r) = self.recorder.take() {
             r.store(&mut self.spus);
         }
+    }
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        self.finish_recording();
     }
 }
 
@@ -510,10 +517,13 @@ impl Server {
                 error!("QEMU channel protocol error: {m}; dropping the connection")
             }
         }
-        let Some(conn) = self.conn.take() else {
+        let Some(mut conn) = self.conn.take() else {
             return;
         };
-        if let Some(vm) = &conn.vm {
+        if let Some(vm) = &mut conn.vm {
+            // Before the stats line, which tells a waiting harness the VM
+            // is done with.
+            vm.finish_recording();
             log_stats(vm);
         }
         // Unregister before the fds close: epoll keys on the fd number.
