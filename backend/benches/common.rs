@@ -14,6 +14,7 @@ pub fn op(i: u64) -> SampledOp {
         class: OpClass::LoadStore {
             store: i & 1 == 1,
             subclass: 0,
+            vector: false,
         },
         data_va: 0xffff_0000_0f29_3bc0 + (i & 0xFFF) * 8,
         data_pa: 0x0f29_3bc0 + (i & 0xFFF) * 8,

@@ -111,6 +111,7 @@ impl Generator {
                     } else {
                         opclass::LDST_GP
                     },
+                    vector: false,
                 };
                 op.data_va = va;
                 op.data_pa = va - LINEAR_BASE;

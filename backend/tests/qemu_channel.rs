@@ -210,6 +210,7 @@ fn load(i: u64) -> SampledOp {
         class: OpClass::LoadStore {
             store: false,
             subclass: 0,
+            vector: false,
         },
         data_va: 0xFFFF_0000_0100_0000 + i * 8,
         data_pa: 0x0100_0000 + i * 8,

@@ -17,8 +17,15 @@ pub enum OpClass {
     Other { cond_select: bool, subclass: u8 },
     /// A load, store or atomic. `subclass` is the SPE operation-type payload
     /// without its store bit 0: `packet::op::LDST_GP`, `LDST_SIMD_FP`, the
-    /// extended (atomic/exclusive) and SVE forms, and so on.
-    LoadStore { store: bool, subclass: u8 },
+    /// extended (atomic/exclusive) and SVE forms, and so on. `vector`: a
+    /// SIMD&FP one of vector structures (LD1–LD4, ST1–ST4), SIMD for
+    /// `SPEFilterByType()`; the other SIMD&FP ones are scalar, FP (the
+    /// payload is the same).
+    LoadStore {
+        store: bool,
+        subclass: u8,
+        vector: bool,
+    },
     /// A branch: conditional and/or indirect. A conditional branch whose
     /// condition failed carries `packet::events::NOT_TAKEN` in `events`.
     Branch { conditional: bool, indirect: bool },
@@ -121,6 +128,7 @@ impl SampledOp {
     const F_PA_VALID: u8 = 1 << 2;
     const F_A: u8 = 1 << 3; // store / cond_select / conditional
     const F_B: u8 = 1 << 4; // indirect
+    const F_V: u8 = 1 << 5; // vector structures
 
     /// Encodes: pc u64 | el u8 | flags u8 | class u8 | subclass u8 | size u8 |
     /// pad[3] | data_va u64 | data_pa u64 | target u64 | events u64 |
@@ -128,12 +136,15 @@ impl SampledOp {
     /// count u64, all little-endian.
     pub fn to_bytes(&self) -> [u8; Self::WIRE_SIZE] {
         let mut b = [0u8; Self::WIRE_SIZE];
+        let vector = matches!(self.class, OpClass::LoadStore { vector: true, .. });
         let (class, subclass, a, ind) = match self.class {
             OpClass::Other {
                 cond_select,
                 subclass,
             } => (0u8, subclass, cond_select, false),
-            OpClass::LoadStore { store, subclass } => (1, subclass, store, false),
+            OpClass::LoadStore {
+                store, subclass, ..
+            } => (1, subclass, store, false),
             OpClass::Branch {
                 conditional,
                 indirect,
@@ -146,6 +157,7 @@ impl SampledOp {
             (self.data_pa_valid, Self::F_PA_VALID),
             (a, Self::F_A),
             (ind, Self::F_B),
+            (vector, Self::F_V),
         ] {
             if on {
                 flags |= bit;
@@ -188,6 +200,7 @@ impl SampledOp {
             1 => OpClass::LoadStore {
                 store: a,
                 subclass: b[11] & 0xFE,
+                vector: flags & Self::F_V != 0,
             },
             2 => OpClass::Branch {
                 conditional: a,
@@ -228,9 +241,12 @@ mod tests {
                 cond_select,
                 subclass: s << 1
             }),
-            (any::<bool>(), 0u8..0x80).prop_map(|(store, s)| OpClass::LoadStore {
-                store,
-                subclass: s << 1
+            (any::<bool>(), 0u8..0x80, any::<bool>()).prop_map(|(store, s, vector)| {
+                OpClass::LoadStore {
+                    store,
+                    subclass: s << 1,
+                    vector,
+                }
             }),
             (any::<bool>(), any::<bool>()).prop_map(|(conditional, indirect)| {
                 OpClass::Branch {

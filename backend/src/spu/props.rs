@@ -66,6 +66,7 @@ fn op_of(&(class, el, events, lat, flag): &(u8, u8, u64, u32, bool)) -> SampledO
         1 => OpClass::LoadStore {
             store: flag,
             subclass: 0,
+            vector: false,
         },
         _ => OpClass::Branch {
             conditional: flag,

@@ -34,9 +34,9 @@ impl SpeOpType {
         match class {
             OpClass::Other { .. } => SpeOpType::Other,
             OpClass::Branch { .. } => SpeOpType::Branch,
-            OpClass::LoadStore { store, subclass } if is_load_atomic(store, subclass) => {
-                SpeOpType::LoadAtomic
-            }
+            OpClass::LoadStore {
+                store, subclass, ..
+            } if is_load_atomic(store, subclass) => SpeOpType::LoadAtomic,
             OpClass::LoadStore { store: true, .. } => SpeOpType::Store,
             OpClass::LoadStore { store: false, .. } => SpeOpType::Load,
         }
@@ -276,10 +276,12 @@ impl Spu {
             SpeOpType::Other => {}
         }
         match class {
-            OpClass::LoadStore { subclass, .. }
-                if subclass & packet::op::LDST_SUBCLASS_MASK == packet::op::LDST_SIMD_FP =>
-            {
-                flags |= FP | SIMD;
+            // SPESampleSIMDFPLoadStore(): is_simd = !scalar, and scalar
+            // ones are floating point.
+            OpClass::LoadStore {
+                subclass, vector, ..
+            } if subclass & packet::op::LDST_SUBCLASS_MASK == packet::op::LDST_SIMD_FP => {
+                flags |= if vector { SIMD } else { FP };
             }
             OpClass::Other { subclass, .. } => {
                 if subclass & packet::op::OTHER_FP != 0 {
@@ -481,9 +483,9 @@ impl Spu {
                 cond_select,
                 subclass,
             } => OpType::Other(self.other_subclass(subclass) | u8::from(cond_select)),
-            OpClass::LoadStore { store, subclass } => {
-                OpType::LoadStore(subclass & !packet::op::LDST_STORE | u8::from(store))
-            }
+            OpClass::LoadStore {
+                store, subclass, ..
+            } => OpType::LoadStore(subclass & !packet::op::LDST_STORE | u8::from(store)),
             OpClass::Branch {
                 conditional,
                 indirect,

@@ -66,6 +66,7 @@ pub fn load(pc: u64, va: u64) -> SampledOp {
         class: OpClass::LoadStore {
             store: false,
             subclass: 0,
+            vector: false,
         },
         data_va: va,
         data_pa: va & 0xFFFF_FFFF,

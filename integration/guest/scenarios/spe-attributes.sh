@@ -11,7 +11,9 @@ iters=${spe_attr_iterations:-100000}
 
 # spe_attr_classes DATA: DATA.tab's records as ldgp ldsimd stgp stsimd
 # atomic br brnt other counts, "other" ones with the FP bit of their
-# payload (fpother) or the SIMD bit (simdother) apart, those with L1D-REFILL (evrefill),
+# payload (fpother) or the SIMD bit (simdother) apart, and the SIMD&FP
+# loads/stores of vector structures (ldvec, stvec) apart from the scalar
+# ones (ldsimd, stsimd), those with L1D-REFILL (evrefill),
 # L1D-ACCESS (evl1d) and MISPRED (evmispred) events, and the loads (atomics included) with data
 # source 0 (dsl1: L1D in the backend's encoding) and 8 (dsl2: L2)
 # (key=value).
@@ -25,8 +27,12 @@ spe_attr_classes() {
             if (substr($14, 1, 1) == "0" && int(b / 4) % 2) c = "simdother"
             else if (substr($14, 1, 1) == "0" && int(b / 2) % 2) c = "fpother"
         } else if ($2 == "LD" || $2 == "ST") {
+            # SIMD&FP: vector ld1/st1 by their address (0xc0, 0xe0 in
+            # the workload's 256-byte block), the scalar ones otherwise
             if ($3 ~ /-AT(-|$)/) c = "atomic"
-            else c = tolower($2) ($3 ~ /SIMD-FP/ ? "simd" : "gp")
+            else if ($3 !~ /SIMD-FP/) c = tolower($2) "gp"
+            else if ($7 ~ /[ce]0$/) c = tolower($2) "vec"
+            else c = tolower($2) "simd"
         } else if ($2 == "B") c = $11 ? "brnt" : "br"
         n[c]++
         if ($12 ~ /(^|-)L1D-REFILL(-|$)/) refill++
@@ -41,7 +47,8 @@ spe_attr_classes() {
         printf "ldgp=%d ldsimd=%d stgp=%d stsimd=%d atomic=%d br=%d brnt=%d other=%d ",
             n["ldgp"], n["ldsimd"], n["stgp"], n["stsimd"], n["atomic"], n["br"],
             n["brnt"], n["other"]
-        printf "fpother=%d simdother=%d ", n["fpother"], n["simdother"]
+        printf "fpother=%d simdother=%d ldvec=%d stvec=%d ", n["fpother"],
+            n["simdother"], n["ldvec"], n["stvec"]
         printf "evrefill=%d evl1d=%d evmispred=%d dsl1=%d dsl2=%d\n", refill, l1d, mispred,
             dsl1, dsl2
     }' "$1.tab"

@@ -35,9 +35,9 @@
  * and event filters tell apart: a general-purpose and a SIMD&FP load and
  * store, a conditional branch never taken (NOT-TAKEN), a taken one,
  * a scalar floating-point `fadd` (other, FP), an Advanced SIMD `add`
- * (other, SIMD) and `subs` (other). Eleven operations a pass: the
- * default interval (1024, or 1025 between samples) steps through every
- * one of them.
+ * (other, SIMD), a vector-structure `ld1` and `st1` (SIMD) and `subs`
+ * (other). Thirteen operations a pass: the default interval (1024, or
+ * 1025 between samples) steps through every one of them.
  *
  * `branches` mode runs nothing: it writes the direct branches in and after
  * spe_workload_strided and spe_workload_branchy to FILE, one
@@ -159,9 +159,14 @@ __attribute__((noinline)) void spe_workload_others(uint64_t n)
 
 /* The classes mode's loop, on a zeroed line of the array (so `cbnz` is
  * never taken), with a `tbz` on bit 2 of n ^ n >> 3, whose outcome varies
- * from one sampled pass to the next (a branch a predictor misses). */
+ * from one sampled pass to the next (a branch a predictor misses). The
+ * SIMD&FP accesses are told apart by their data address (the line is at
+ * 64 in a 256-byte block): scalar ldr/str q0 at 0x50/0x70, vector
+ * ld1/st1 at 0xc0/0xe0. */
 __attribute__((noinline)) void spe_workload_classes(uint8_t *p, uint64_t n)
 {
+    uint8_t *vld = p + 128, *vst = p + 160;
+
     if (!n)
         return;
     __asm__ volatile("1:\n"
@@ -169,6 +174,8 @@ __attribute__((noinline)) void spe_workload_classes(uint8_t *p, uint64_t n)
                      "ldr q0, [%[p], #16]\n"
                      "str x9, [%[p], #32]\n"
                      "str q0, [%[p], #48]\n"
+                     "ld1 {v5.4s}, [%[vld]]\n"
+                     "st1 {v5.4s}, [%[vst]]\n"
                      "cbnz x9, 2f\n"
                      "2:\n"
                      "eor x10, %[n], %[n], lsr #3\n"
@@ -179,8 +186,9 @@ __attribute__((noinline)) void spe_workload_classes(uint8_t *p, uint64_t n)
                      "subs %[n], %[n], #1\n"
                      "b.ne 1b\n"
                      : [p] "+r"(p), [n] "+r"(n)
-                     :
-                     : "x9", "x10", "v0", "v1", "v2", "v3", "v4", "cc", "memory");
+                     : [vld] "r"(vld), [vst] "r"(vst)
+                     : "x9", "x10", "v0", "v1", "v2", "v3", "v4", "v5", "cc",
+                       "memory");
 }
 
 /* The faults mode's loop: a load from the page at @p, which faults the

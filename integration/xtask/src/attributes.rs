@@ -6,11 +6,13 @@ use crate::runner::RunOutput;
 use crate::scenarios::{backend_stat, verdict};
 
 /// The record classes the guest counts (spe_attr_classes).
-const CLASSES: [&str; 10] = [
+const CLASSES: [&str; 12] = [
     "ldgp",
     "ldsimd",
+    "ldvec",
     "stgp",
     "stsimd",
+    "stvec",
     "atomic",
     "br",
     "brnt",
@@ -19,17 +21,20 @@ const CLASSES: [&str; 10] = [
     "simdother",
 ];
 
-/// What `spe-workload classes` runs: general-purpose and SIMD&FP loads
-/// and stores, a taken and a never-taken branch, a scalar FP `fadd`
-/// (fpother: "other" with the FP bit, which the `max` profile records),
-/// an Advanced SIMD `add` (simdother) and `subs`. Each must be in the run
-/// without a filter (the control), and in every run whose filter keeps
-/// it.
-const WORKLOAD: [&str; 9] = [
+/// What `spe-workload classes` runs: general-purpose and scalar SIMD&FP
+/// loads and stores (`ldr`/`str q0`: FP for SPE), vector-structure ones
+/// (`ld1`/`st1`: SIMD), a taken and a never-taken branch, a scalar FP
+/// `fadd` (fpother: "other" with the FP bit, which the `max` profile
+/// records), an Advanced SIMD `add` (simdother) and `subs`. Each must be in
+/// the run without a filter (the control), and in every run whose filter
+/// keeps it.
+const WORKLOAD: [&str; 11] = [
     "ldgp",
     "ldsimd",
+    "ldvec",
     "stgp",
     "stsimd",
+    "stvec",
     "br",
     "brnt",
     "other",
@@ -54,7 +59,9 @@ pub struct Attr {
     pub event: Option<(&'static str, bool)>,
 }
 
-const LDST: &[&str] = &["ldgp", "ldsimd", "stgp", "stsimd", "atomic"];
+const LDST: &[&str] = &[
+    "ldgp", "ldsimd", "ldvec", "stgp", "stsimd", "stvec", "atomic",
+];
 
 /// A type filter's run: exactly the classes `keeps`.
 const fn by_type(name: &'static str, since: (u32, u32), keeps: &'static [&'static str]) -> Attr {
@@ -74,20 +81,29 @@ const fn by_type(name: &'static str, since: (u32, u32), keeps: &'static [&'stati
 /// L1D-REFILL; the backend's predictor gives MISPRED.
 pub const ATTRS: &[Attr] = &[
     by_type("branch_filter", (4, 0), &["br", "brnt"]),
-    by_type("load_filter", (4, 0), &["ldgp", "ldsimd", "atomic"]),
-    by_type("store_filter", (4, 0), &["stgp", "stsimd", "atomic"]),
-    // SIMD&FP loads and stores are FP and SIMD; QEMU classifies scalar
-    // FP data processing as FP, Advanced SIMD as SIMD (unpredictable.rs).
-    by_type("simd_filter", (6, 18), &["ldsimd", "stsimd", "simdother"]),
+    by_type(
+        "load_filter",
+        (4, 0),
+        &["ldgp", "ldsimd", "ldvec", "atomic"],
+    ),
+    by_type(
+        "store_filter",
+        (4, 0),
+        &["stgp", "stsimd", "stvec", "atomic"],
+    ),
+    // Scalar SIMD&FP loads and stores are FP, vector-structure ones SIMD
+    // (SPESampleSIMDFPLoadStore()); QEMU classifies scalar FP data
+    // processing as FP, Advanced SIMD as SIMD (unpredictable.rs).
+    by_type("simd_filter", (6, 18), &["ldvec", "stvec", "simdother"]),
     by_type("float_filter", (6, 18), &["ldsimd", "stsimd", "fpother"]),
     // branch_filter=1,branch_filter_mask=1: B required.
     by_type("branch_filter_mask", (6, 18), &["br", "brnt"]),
     // load and SIMD both required.
-    by_type("load_filter_mask", (6, 18), &["ldsimd"]),
+    by_type("load_filter_mask", (6, 18), &["ldvec"]),
     // load_filter=1,store_filter_mask=1: a load that is not a store.
-    by_type("store_filter_mask", (6, 18), &["ldgp", "ldsimd"]),
+    by_type("store_filter_mask", (6, 18), &["ldgp", "ldsimd", "ldvec"]),
     // load_filter=1,simd_filter_mask=1: a load that is not SIMD.
-    by_type("simd_filter_mask", (6, 18), &["ldgp", "atomic"]),
+    by_type("simd_filter_mask", (6, 18), &["ldgp", "ldsimd", "atomic"]),
     // store and FP both required.
     by_type("float_filter_mask", (6, 18), &["stsimd"]),
     // event_filter=0x8: L1D-REFILL required.
@@ -141,6 +157,7 @@ pub const ATTRS: &[Attr] = &[
             "ldgp",
             "stgp",
             "stsimd",
+            "stvec",
             "br",
             "brnt",
             "other",

@@ -233,6 +233,7 @@ fn store(pc: u64, va: u64) -> SampledOp {
     op.class = OpClass::LoadStore {
         store: true,
         subclass: 0,
+        vector: false,
     };
     op
 }
@@ -253,6 +254,7 @@ fn type_filter() {
         class: OpClass::LoadStore {
             store: false,
             subclass: packet::op::LDST_EXT | packet::op::LDST_AT,
+            vector: false,
         },
         ..load(0, 0)
     };
@@ -687,6 +689,42 @@ fn fp_and_simd_other_operations() {
             };
             let t = texts(&spu.read_buffer(BUF_VA, bytes, &m).unwrap());
             assert!(t.iter().any(|p| p == text), "{t:?}");
+        }
+    }
+}
+
+/// `SPESampleSIMDFPLoadStore()`: a scalar SIMD&FP load (`ldr q0`) is
+/// floating point, one of vector structures (`ld1 {v0.4s}`) SIMD; the
+/// record's payload is the same (`LD SIMD-FP`).
+#[test]
+fn simd_fp_loads_are_fp_when_scalar_and_simd_when_vector() {
+    let m = mem(8 << 20);
+    let simd_fp = |vector| SampledOp {
+        class: OpClass::LoadStore {
+            store: false,
+            subclass: packet::op::LDST_SIMD_FP,
+            vector,
+        },
+        ..load(0x40_0000, 0x1000)
+    };
+    let ft = PMSFCR_EL1::FT.mask();
+    // PMSFCR, then kept for scalar, vector.
+    let rows: [(u64, [bool; 2]); 4] = [
+        (ft | 1 << 19, [true, false]),
+        (ft | 1 << 20, [false, true]),
+        (ft | 1 << 17, [true, true]),
+        // LD with SIMDm: loads that are not SIMD.
+        (ft | 1 << 17 | 1 << 52, [true, false]),
+    ];
+    for (fcr, kept) in rows {
+        let (mut spu, _) = linux_spu(&m, Features::max(), 16);
+        spu.write_sysreg(SysReg::PmsfcrEl1, fcr).unwrap();
+        for (vector, want) in [false, true].into_iter().zip(kept) {
+            let got = matches!(
+                spu.sample(&simd_fp(vector), &m),
+                SampleOutcome::Written { .. }
+            );
+            assert_eq!(got, want, "PMSFCR {fcr:#x}, vector {vector}");
         }
     }
 }
