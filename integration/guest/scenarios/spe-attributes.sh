@@ -28,7 +28,7 @@ spe_attr_classes() {
             else if (substr($14, 1, 1) == "0" && int(b / 2) % 2) c = "fpother"
         } else if ($2 == "LD" || $2 == "ST") {
             # SIMD&FP: vector ld1/st1 by their address (0xc0, 0xe0 in
-            # the workload's 256-byte block), the scalar ones otherwise
+            # the 256-byte block of the workload), the scalar ones otherwise
             if ($3 ~ /-AT(-|$)/) c = "atomic"
             else if ($3 !~ /SIMD-FP/) c = tolower($2) "gp"
             else if ($7 ~ /[ce]0$/) c = tolower($2) "vec"
