@@ -143,14 +143,18 @@ fn bad_commands_get_their_error_class() {
 }
 
 /// A front end as the QEMU channel runs it: serves calls between its own
-/// work and reports what its SPUs did.
+/// work and reports what its SPUs did. Returns once it is attached, as a
+/// VM is connected before a client can reach it (a client's first call
+/// raced the thread's start under load and met "no VM is connected").
 fn front_end(hub: Arc<Hub>, m: Mem, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
+    let (attached, wait) = std::sync::mpsc::channel();
+    let fe = std::thread::spawn(move || {
         let mut spus: Vec<Spu> = (0..2)
             .map(|_| linux_spu(&m, Features::max(), 4).0)
             .collect();
         hub.attach();
         hub.vm_started(&mut spus);
+        let _ = attached.send(());
         let mut levels = vec![false; spus.len()];
         while !stop.load(Ordering::Relaxed) {
             hub.serve_calls(Some(&mut spus));
@@ -166,7 +170,9 @@ fn front_end(hub: Arc<Hub>, m: Mem, stop: Arc<AtomicBool>) -> std::thread::JoinH
             std::thread::sleep(Duration::from_millis(2));
         }
         hub.detach();
-    })
+    });
+    wait.recv().expect("the front end attached");
+    fe
 }
 
 #[test]
