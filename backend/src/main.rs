@@ -100,7 +100,9 @@ struct ServeArgs {
     /// Select a CONSTRAINED UNPREDICTABLE behaviour among those the Arm ARM
     /// permits, NAME=VALUE (repeatable): overrun=buffer-full-dl|buffer-full|imp-def
     /// (RPGGHS: a record that does not fit below the limit),
-    /// badpmsfcr=keep|reject (a filter with nothing to filter on).
+    /// badpmsfcr=keep|reject (a filter with nothing to filter on),
+    /// operations=micro-ops|instructions (what the interval counter counts:
+    /// micro-ops vary the instructions per sample, instructions are exact).
     #[arg(long, value_name = "NAME=VALUE")]
     choice: Vec<String>,
 

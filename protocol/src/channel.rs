@@ -658,6 +658,10 @@ pub mod ring {
         /// RND with FEAT_SPE_ERnd: COUNT reloads without a random low
         /// byte, and a selection is delayed by a random ECOUNT instead.
         pub const ERND: u8 = 1 << 1;
+        /// The counter counts micro-operations: each reload spans a
+        /// pseudo-random number of instructions fewer, from none to an
+        /// eighth of the period (the backend's `operations` choice).
+        pub const UOPS: u8 = 1 << 2;
     }
 
     /// What a sampled-operation source needs to count one vCPU's

@@ -178,6 +178,9 @@ impl Spu {
                 f |= flags::ERND;
             }
         }
+        if self.choices.operations == cu::Operations::MicroOps {
+            f |= flags::UOPS;
+        }
         SamplingState {
             interval: (PMSIRR_EL1::INTERVAL.get(r.pmsirr) << 8) as u32,
             pmsicr_count: PMSICR_EL1::COUNT.get(r.pmsicr) as u32,

@@ -3,17 +3,19 @@
 //! `Unpredictable_*` or `IMPLEMENTATION_DEFINED` string it answers.
 
 //!
-//! The two a driver most plausibly meets differently on different cores
+//! The three a driver most plausibly meets differently on different cores
 //! are selectable at run time ([`Choices`]: `--choice NAME=VALUE`, the
 //! control socket's `set-choice`); the rest are fixed constants.
 
 /// The run-time selectable choices, each among the behaviours the Arm ARM
-/// permits. The default is what the model did before they were
-/// selectable.
+/// permits. The defaults are what testing a driver needs: the first two
+/// are what the model did before they were selectable, the operation
+/// model is the one that does not alias with a loop.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Choices {
     pub overrun: Overrun,
     pub badpmsfcr: BadPmsfcr,
+    pub operations: Operations,
 }
 
 /// RPGGHS (D17.7.4): software broke RHXSYK or RHLXGD, so a record does not
@@ -47,6 +49,34 @@ pub enum BadPmsfcr {
     Reject,
 }
 
+/// What the sample interval counter counts as an operation, which the
+/// architecture leaves to the implementation: an instruction, or the
+/// micro-operations it is split into (the pseudocode's
+/// `SPEConstructClass()` notes that it "samples instruction instead of
+/// micro-operations", as one permitted implementation). A
+/// front end that counts operations itself reads it from the sampling
+/// state's `UOPS` flag (QEMU reloads its counter with it at each
+/// selection; it takes effect at the vCPU's next SPE register access).
+/// Real cores count micro-operations, so the number of instructions
+/// between two samples varies and a loop never aliases with the
+/// interval. Counting instructions exactly makes every sample of a loop
+/// whose length divides PMSIRR.INTERVAL + 1 land on the same instruction:
+/// a test waiting for a load in such a loop waits forever.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Operations {
+    /// Micro-operations: a seeded pseudo-random share of each period's
+    /// instructions, from none to an eighth, counts as two operations
+    /// (QEMU draws it once per period from each vCPU's own generator, so
+    /// a run is repeatable). A period of P operations spans P - d
+    /// instructions, d uniform in [0, P / 8].
+    #[default]
+    MicroOps,
+    /// Every instruction is exactly one operation: samples are exactly
+    /// PMSIRR.INTERVAL + 1 instructions apart without RND (the interval
+    /// proofs use it).
+    Instructions,
+}
+
 /// One choice as the CLI and the control socket show it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChoiceInfo {
@@ -63,6 +93,10 @@ const OVERRUN: [(&str, Overrun); 3] = [
 ];
 const BADPMSFCR: [(&str, BadPmsfcr); 2] =
     [("keep", BadPmsfcr::Keep), ("reject", BadPmsfcr::Reject)];
+const OPERATIONS: [(&str, Operations); 2] = [
+    ("micro-ops", Operations::MicroOps),
+    ("instructions", Operations::Instructions),
+];
 
 impl Choices {
     /// Sets choice `name` to `value` (the names of [`Choices::list`]).
@@ -80,7 +114,12 @@ impl Choices {
         match name {
             "overrun" => self.overrun = pick(&OVERRUN, name, value)?,
             "badpmsfcr" => self.badpmsfcr = pick(&BADPMSFCR, name, value)?,
-            _ => return Err(format!("no choice {name:?} (overrun, badpmsfcr)")),
+            "operations" => self.operations = pick(&OPERATIONS, name, value)?,
+            _ => {
+                return Err(format!(
+                    "no choice {name:?} (overrun, badpmsfcr, operations)"
+                ))
+            }
         }
         Ok(())
     }
@@ -94,7 +133,7 @@ impl Choices {
     }
 
     /// Every choice with its value, what is permitted and the rule.
-    pub fn list(&self) -> [ChoiceInfo; 2] {
+    pub fn list(&self) -> [ChoiceInfo; 3] {
         fn name_of<T: PartialEq>(table: &[(&'static str, T)], v: &T) -> &'static str {
             table.iter().find(|(_, x)| x == v).map_or("?", |(n, _)| n)
         }
@@ -110,6 +149,12 @@ impl Choices {
                 value: name_of(&BADPMSFCR, &self.badpmsfcr),
                 permitted: &["keep", "reject"],
                 rule: "Unpredictable_BADPMSFCR: a filter enabled with nothing to filter on",
+            },
+            ChoiceInfo {
+                name: "operations",
+                value: name_of(&OPERATIONS, &self.operations),
+                permitted: &["micro-ops", "instructions"],
+                rule: "IMPLEMENTATION DEFINED: the sample interval counter counts instructions or micro-operations (SPEConstructClass)",
             },
         ]
     }

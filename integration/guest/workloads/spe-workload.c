@@ -8,6 +8,7 @@
  *   spe-workload loads PASSES
  *   spe-workload others ITERATIONS
  *   spe-workload faults ITERATIONS
+ *   spe-workload alias ITERATIONS
  *   spe-workload classes ITERATIONS
  *   spe-workload branches FILE
  *
@@ -30,6 +31,11 @@
  * touched yet and a step to the next page, FAULTS_OPS operations a pass,
  * so that every pass starts its TB with a page fault (taken at EL1) and
  * then runs on; it reports the page faults it took.
+ *
+ * `alias` mode runs a loop of ALIAS_OPS instructions (a load, two adds,
+ * `subs`, `b.ne`) ITERATIONS times: a period of 1025 operations is a
+ * multiple of its length, so counting instructions exactly samples one
+ * of them only.
  *
  * `classes` mode runs a loop with one operation of each class SPE's type
  * and event filters tell apart: a general-purpose and a SIMD&FP load and
@@ -155,6 +161,28 @@ __attribute__((noinline)) void spe_workload_others(uint64_t n)
                      : [n] "+r"(n)
                      :
                      : "x9", "cc");
+}
+
+/* The alias mode's loop: ALIAS_OPS instructions from the global label
+ * spe_workload_alias_loop, the load first. */
+#define ALIAS_OPS 5
+extern const char spe_workload_alias_loop[];
+
+__attribute__((noinline)) void spe_workload_alias(const uint64_t *p,
+                                                  uint64_t n)
+{
+    if (!n)
+        return;
+    __asm__ volatile(".global spe_workload_alias_loop\n"
+                     "spe_workload_alias_loop:\n"
+                     "ldr x10, [%[p]]\n"
+                     "add x9, x9, x10\n"
+                     "add x11, x11, #1\n"
+                     "subs %[n], %[n], #1\n"
+                     "b.ne spe_workload_alias_loop\n"
+                     : [n] "+r"(n)
+                     : [p] "r"(p)
+                     : "x9", "x10", "x11", "cc", "memory");
 }
 
 /* The classes mode's loop, on a zeroed line of the array (so `cbnz` is
@@ -346,6 +374,18 @@ static int others(uint64_t iterations)
     return 0;
 }
 
+/* `alias` mode: ITERATIONS runs of spe_workload_alias's loop. */
+static int alias(uint64_t iterations)
+{
+    printf("SPE-RESULT workload_alias_pc=%p workload_alias_ops=%u\n",
+           (const void *)spe_workload_alias_loop, ALIAS_OPS);
+    fflush(stdout);
+    spe_workload_alias((const uint64_t *)spe_workload_array, iterations);
+    printf("SPE-RESULT workload_iterations=%llu\n",
+           (unsigned long long)iterations);
+    return 0;
+}
+
 /* `faults` mode: ITERATIONS runs of spe_workload_faults's loop, each on a
  * page of a fresh mapping (no huge pages, so that each page faults). */
 static int faults(uint64_t iterations)
@@ -395,6 +435,8 @@ int main(int argc, char **argv)
         return classes(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
     if (argc > 1 && !strcmp(argv[1], "faults"))
         return faults(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
+    if (argc > 1 && !strcmp(argv[1], "alias"))
+        return alias(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
 
     uint64_t iterations = argc > 1 ? strtoull(argv[1], NULL, 0) : 200;
     uint64_t seconds = argc > 2 ? strtoull(argv[2], NULL, 0) : 0;

@@ -1,7 +1,7 @@
 //! Host checks of issue 6's proofs: the guest scenarios that show where
 //! SPE records land (`spe-profile`, `spe-filter-load`, `spe-min-latency`,
 //! `spe-jitter`, `spe-interval-others`, `spe-interval-faults`,
-//! `spe-smp2-pinned`). Each guest
+//! `spe-smp2-pinned`, `spe-alias`). Each guest
 //! script judges its own records and reports the numbers; these checks
 //! hold the numbers to the same bounds, so a script that passes without
 //! them (or on too few records) still fails.
@@ -228,6 +228,40 @@ pub fn check_spe_interval_faults(out: &RunOutput) -> Result<(), String> {
     check_spe_interval_others(out)
 }
 
+/// `spe-alias` under the default operation model (micro-operations): at
+/// least 2000 records of the 5-instruction loop, every instruction of it
+/// sampled with at least a quarter of its fair share, so the load too.
+pub fn check_spe_alias(out: &RunOutput) -> Result<(), String> {
+    let mut j = Judge::new(out);
+    let ops = j.want("alias_ops", "5", |v| v == 5.0);
+    let records = j.want("alias_records", ">= 2000", |v| v >= 2000.0);
+    j.zero(&["bad"]);
+    j.want("alias_positions", "every instruction of the loop", |v| {
+        v == ops
+    });
+    let share = records / ops / 4.0;
+    for k in 0..5 {
+        j.want(&format!("alias_pos{k}"), &format!(">= {share}"), |v| {
+            v >= share
+        });
+    }
+    j.want("alias_ld", &format!(">= {share}"), |v| v >= share);
+    j.finish()
+}
+
+/// `spe-alias` counting instructions exactly: the run `check_spe_alias`
+/// must reject, every record of the loop at one instruction.
+pub fn check_spe_alias_exact(out: &RunOutput) -> Result<(), String> {
+    let mut j = Judge::new(out);
+    j.want("alias_records", ">= 2000", |v| v >= 2000.0);
+    j.zero(&["bad"]);
+    j.want("alias_positions", "1", |v| v == 1.0);
+    j.check(check_spe_alias(out).is_err(), || {
+        "check_spe_alias accepted a run that counted instructions exactly".into()
+    });
+    j.finish()
+}
+
 /// Two vCPUs; each CPU's workload records are from the workload pinned
 /// there (at least 500 of them).
 pub fn check_spe_smp2_pinned(out: &RunOutput) -> Result<(), String> {
@@ -380,6 +414,42 @@ mod tests {
                 ("spacings", "12"),
                 ("loop_other_records", "0"),
                 ("bad", "3"),
+            ],
+        );
+    }
+
+    #[test]
+    fn alias_needs_every_instruction_of_the_loop() {
+        accepts_and_rejects(
+            check_spe_alias,
+            "alias_ops=5 alias_records=5200 alias_ld=1040 alias_pos0=1040 \
+             alias_pos1=1000 alias_pos2=1100 alias_pos3=1020 alias_pos4=1040 \
+             alias_positions=5 bad=0",
+            "",
+            &[
+                ("alias_positions", "4"),
+                ("alias_pos2", "0"),
+                ("alias_ld", "10"),
+                ("alias_records", "100"),
+                ("bad", "1"),
+            ],
+        );
+    }
+
+    #[test]
+    fn alias_exact_needs_one_instruction_and_check_alias_to_fail() {
+        let one = "alias_ops=5 alias_records=4870 alias_ld=0 alias_pos0=0 \
+                   alias_pos1=0 alias_pos2=4870 alias_pos3=0 alias_pos4=0 \
+                   alias_positions=1 bad=0";
+        assert!(check_spe_alias(&run(one, "", "", "")).is_err());
+        accepts_and_rejects(
+            check_spe_alias_exact,
+            one,
+            "",
+            &[
+                ("alias_positions", "5"),
+                ("alias_records", "3"),
+                ("bad", "2"),
             ],
         );
     }

@@ -162,6 +162,9 @@ pub struct SpeRun {
     /// Once the console shows the text, stop the backend (SIGSTOP) for
     /// the time given, then let it go on (SIGCONT): a stalled backend.
     pub stall_when: Option<(&'static str, Duration)>,
+    /// The backend's `--choice NAME=VALUE`s (CONSTRAINED UNPREDICTABLE
+    /// and IMPLEMENTATION DEFINED behaviours other than the defaults).
+    pub choices: &'static [&'static str],
 }
 
 impl SpeRun {
@@ -178,6 +181,16 @@ impl SpeRun {
             launcher: false,
             record: false,
             stall_when: None,
+            choices: &[],
+        }
+    }
+
+    /// Operations are instructions, exactly (`--choice
+    /// operations=instructions`): the interval proofs count them.
+    pub const fn exact(self) -> SpeRun {
+        SpeRun {
+            choices: &["operations=instructions"],
+            ..self
         }
     }
 }
@@ -300,6 +313,9 @@ impl Rig {
                     }
                     if spe.record {
                         cmd.arg("--record").arg(dir.join("records"));
+                    }
+                    for c in spe.choices {
+                        cmd.args(["--choice", c]);
                     }
                 }
             }

@@ -170,19 +170,32 @@ pub fn all() -> Vec<Scenario> {
         proof("spe-profile", proofs::check_spe_profile),
         proof("spe-filter-load", proofs::check_spe_filter_load),
         proof("spe-min-latency", proofs::check_spe_min_latency),
-        proof("spe-jitter", proofs::check_spe_jitter),
-        proof("spe-interval-others", proofs::check_spe_interval_others),
+        // The interval proofs count instructions exactly.
+        exact_proof("spe-jitter", proofs::check_spe_jitter),
+        exact_proof("spe-interval-others", proofs::check_spe_interval_others),
         // The same under -icount: TBs count SPE operations the slow way and
         // timestamps read the virtual clock only where icount allows.
         Scenario {
             name: "spe-interval-others-icount",
-            spe: Some(SpeRun {
-                icount: Some(crate::runner::ICOUNT_AUTO),
-                ..SpeRun::new("neoverse-n1")
-            }),
+            spe: Some(
+                SpeRun {
+                    icount: Some(crate::runner::ICOUNT_AUTO),
+                    ..SpeRun::new("neoverse-n1")
+                }
+                .exact(),
+            ),
             ..proof("spe-interval-others", proofs::check_spe_interval_others)
         },
-        proof("spe-interval-faults", proofs::check_spe_interval_faults),
+        exact_proof("spe-interval-faults", proofs::check_spe_interval_faults),
+        // Issue 18: the default operation model (micro-operations) samples
+        // every instruction of a loop whose length divides the period;
+        // counting instructions exactly samples one of them (the negative
+        // control: check_spe_alias must reject that run).
+        proof("spe-alias", proofs::check_spe_alias),
+        Scenario {
+            name: "spe-alias-exact",
+            ..exact_proof("spe-alias", proofs::check_spe_alias_exact)
+        },
         proof("spe-smp2-pinned", proofs::check_spe_smp2_pinned),
         Scenario {
             name: "pmu-snapshot",
@@ -435,6 +448,15 @@ pub fn check_perf_test_spe(out: &RunOutput) -> Result<(), String> {
 
 /// A full-emulation scenario without a synthetic source (the samples are
 /// QEMU's), the guest script of its name, checked by `check`.
+/// A [`proof`] with operations counted as instructions, exactly.
+fn exact_proof(name: &'static str, check: fn(&RunOutput) -> Result<(), String>) -> Scenario {
+    let p = proof(name, check);
+    Scenario {
+        spe: p.spe.map(SpeRun::exact),
+        ..p
+    }
+}
+
 fn proof(name: &'static str, check: fn(&RunOutput) -> Result<(), String>) -> Scenario {
     Scenario {
         name,

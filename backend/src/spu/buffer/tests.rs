@@ -188,9 +188,13 @@ fn a_pointer_past_the_limit_never_writes_beyond_it() {
 
 #[test]
 fn choices_are_set_by_name_and_listed() {
-    use crate::spu::unpredictable::{BadPmsfcr, Choices, Overrun};
+    use crate::spu::unpredictable::{BadPmsfcr, Choices, Operations, Overrun};
     let mut c = Choices::default();
     assert_eq!(c.list()[0].value, "buffer-full-dl");
+    assert_eq!(c.list()[2].value, "micro-ops");
+    c.set_from("operations=instructions").unwrap();
+    assert_eq!(c.operations, Operations::Instructions);
+    assert_eq!(c.list()[2].value, "instructions");
     c.set_from("overrun=imp-def").unwrap();
     c.set("badpmsfcr", "reject").unwrap();
     assert_eq!(c.overrun, Overrun::ImpDef);

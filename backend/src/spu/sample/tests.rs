@@ -452,7 +452,8 @@ fn sampling_state_follows_the_registers() {
     let s = spu.sampling_state();
     // program(): E0SPE and E1SPE, INTERVAL 1, COUNT 0.
     assert_eq!(s.enabled_els, 0b011);
-    assert_eq!((s.interval, s.pmsicr_count, s.flags), (256, 0, 0));
+    // The default operation model counts micro-operations.
+    assert_eq!((s.interval, s.pmsicr_count, s.flags), (256, 0, flags::UOPS));
     spu.write_sysreg(SysReg::PmscrEl1, 0b10_0010).unwrap(); // E1SPE only
     assert_eq!(spu.sampling_state().enabled_els, 0b010);
     spu.write_sysreg(SysReg::PmsirrEl1, 0x12_3400 | 1).unwrap();
@@ -461,7 +462,12 @@ fn sampling_state_follows_the_registers() {
     assert_eq!(s.interval, 0x12_3400);
     assert_eq!((s.pmsicr_count, s.pmsicr_ecount), (99, 7));
     // Neoverse V1 has ERnd.
-    assert_eq!(s.flags, flags::RND | flags::ERND);
+    assert_eq!(s.flags, flags::RND | flags::ERND | flags::UOPS);
+    // The exact operation model: no UOPS, the front end counts instructions.
+    let mut c = spu.choices();
+    c.set("operations", "instructions").unwrap();
+    spu.set_choices(c);
+    assert_eq!(spu.sampling_state().flags, flags::RND | flags::ERND);
     // A stopped buffer (PMBSR.S) disables profiling at every EL.
     spu.write_sysreg(SysReg::PmbsrEl1, 1 << 17).unwrap();
     assert_eq!(spu.sampling_state().enabled_els, 0);
