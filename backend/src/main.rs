@@ -81,6 +81,12 @@ struct ServeArgs {
     #[arg(long, value_name = "OPS", value_parser = parse_interval)]
     min_interval: Option<u32>,
 
+    /// Override PMBIDR_EL1.Align: records are written BYTES-aligned (padded
+    /// with PAD packets), so the buffer fills to exactly its limit. A power
+    /// of two up to the CPU's maximum record size (64 on these profiles).
+    #[arg(long, value_name = "BYTES")]
+    align: Option<u64>,
+
     /// The VM's CPUs implement EL2 (QEMU `-M virt,virtualization=on`): the
     /// model then serves PMSCR_EL2 and the EL2 access checks.
     #[arg(long)]
@@ -232,6 +238,15 @@ fn run_server(args: ServeArgs) -> ExitCode {
     if let Some(ops) = args.min_interval {
         // parse_interval admits only intervals with an encoding.
         features = features.clone().with_min_interval(ops).unwrap_or(features);
+    }
+    if let Some(bytes) = args.align {
+        features = match features.with_align(bytes) {
+            Ok(f) => f,
+            Err(e) => {
+                error!("--align: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
     }
     features.have_el2 |= args.el2;
     features.have_el3 |= args.el3;

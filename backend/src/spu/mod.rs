@@ -135,6 +135,23 @@ impl Features {
         })
     }
 
+    /// The same PE with PMBIDR_EL1.Align set for `bytes`-aligned writes:
+    /// every record is padded to a multiple of it, so a buffer fills to
+    /// exactly its limit. A power of two up to the maximum record size
+    /// (PMSIDR_EL1.MaxSize), which a record must not span past.
+    pub fn with_align(self, bytes: u64) -> Result<Self, String> {
+        let max = 1u64 << PMSIDR_EL1::MAXSIZE.get(self.pmsidr);
+        if !bytes.is_power_of_two() || bytes > max {
+            return Err(format!(
+                "the alignment must be a power of two up to the maximum record size, {max} bytes, not {bytes}"
+            ));
+        }
+        Ok(Features {
+            pmbidr: PMBIDR_EL1::ALIGN.set(self.pmbidr, u64::from(bytes.trailing_zeros())),
+            ..self
+        })
+    }
+
     /// The recommended interval PMSIDR_EL1.Interval encodes, if defined.
     pub fn min_interval(&self) -> Option<u32> {
         let enc = self.pmsidr >> 8 & 0xf;
@@ -545,6 +562,16 @@ mod props;
 #[cfg(test)]
 mod tests {
     use super::Features;
+
+    #[test]
+    fn align_is_a_power_of_two_up_to_the_record_size() {
+        let f = Features::neoverse_n1().with_align(64).unwrap();
+        assert_eq!(f.pmbidr, 6);
+        assert_eq!(Features::neoverse_n1().with_align(1).unwrap().pmbidr, 0);
+        assert!(Features::neoverse_n1().with_align(128).is_err());
+        assert!(Features::neoverse_n1().with_align(48).is_err());
+        assert!(Features::neoverse_n1().with_align(0).is_err());
+    }
 
     /// The ID values the README's profile table and `--help` give.
     #[test]

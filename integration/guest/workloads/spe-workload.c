@@ -9,6 +9,7 @@
  *   spe-workload others ITERATIONS
  *   spe-workload faults ITERATIONS
  *   spe-workload alias ITERATIONS
+ *   spe-workload no-room
  *   spe-workload classes ITERATIONS
  *   spe-workload branches FILE
  *
@@ -37,6 +38,12 @@
  * multiple of its length, so counting instructions exactly samples one
  * of them only.
  *
+ * `no-room` mode profiles itself with arm_spe_0 (EL0, period 1024) into
+ * a 4-page AUX buffer it consumes only the first 64 bytes of, runs the
+ * strided loop until the buffer stops growing (the driver found no room
+ * left), prints `SPE-NO-ROOM` and runs on for NO_ROOM_HOLD_S seconds
+ * with the event still scheduled in, for the host to look at the SPU.
+ *
  * `classes` mode runs a loop with one operation of each class SPE's type
  * and event filters tell apart: a general-purpose and a SIMD&FP load and
  * store, a conditional branch never taken (NOT-TAKEN), a taken one,
@@ -60,8 +67,11 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 
 #define ARRAY_BYTES (4u << 20)
 #define STRIDE 64u
@@ -414,6 +424,82 @@ static int faults(uint64_t iterations)
     return 0;
 }
 
+/* `no-room` mode (see the top of the file). */
+#define NO_ROOM_AUX_PAGES 4
+#define NO_ROOM_TAIL 64
+#define NO_ROOM_HOLD_S 4
+
+static uint64_t aux_head(struct perf_event_mmap_page *pc)
+{
+    return __atomic_load_n(&pc->aux_head, __ATOMIC_ACQUIRE);
+}
+
+static int no_room(void)
+{
+    struct perf_event_attr attr;
+    struct perf_event_mmap_page *pc;
+    FILE *f = fopen("/sys/bus/event_source/devices/arm_spe_0/type", "r");
+    uint64_t head, seen, since, done = 0, deadline;
+    int type, fd;
+
+    if (!f || fscanf(f, "%d", &type) != 1) {
+        perror("arm_spe_0/type");
+        return 1;
+    }
+    fclose(f);
+    memset(&attr, 0, sizeof(attr));
+    attr.size = sizeof(attr);
+    attr.type = type;
+    attr.sample_period = 1024;
+    attr.exclude_kernel = 1;
+    attr.exclude_hv = 1;
+    attr.disabled = 1;
+    fd = syscall(__NR_perf_event_open, &attr, 0, -1, -1, 0);
+    if (fd < 0) {
+        perror("perf_event_open");
+        return 1;
+    }
+    pc = mmap(NULL, 2 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (pc == MAP_FAILED) {
+        perror("mmap");
+        return 1;
+    }
+    pc->aux_offset = 2 * PAGE;
+    pc->aux_size = NO_ROOM_AUX_PAGES * PAGE;
+    if (mmap(NULL, pc->aux_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+             pc->aux_offset) == MAP_FAILED) {
+        perror("mmap aux");
+        return 1;
+    }
+    ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+    /* Consume one record's worth, never more: the tail stays there. */
+    deadline = now_ns() + 10000000000ull;
+    while (aux_head(pc) < NO_ROOM_TAIL && now_ns() < deadline)
+        spe_workload_strided((uint32_t)done++);
+    __atomic_store_n(&pc->aux_tail, NO_ROOM_TAIL, __ATOMIC_RELEASE);
+    /* Run until the head has not moved for a second. */
+    seen = aux_head(pc);
+    since = now_ns();
+    while (now_ns() - since < 1000000000ull && now_ns() < deadline) {
+        spe_workload_strided((uint32_t)done++);
+        head = aux_head(pc);
+        if (head != seen) {
+            seen = head;
+            since = now_ns();
+        }
+    }
+    printf("SPE-NO-ROOM aux_head=%llu\n", (unsigned long long)seen);
+    fflush(stdout);
+    since = now_ns();
+    while (now_ns() - since < NO_ROOM_HOLD_S * 1000000000ull)
+        spe_workload_strided((uint32_t)done++);
+    printf("SPE-RESULT no_room_aux_head=%llu no_room_aux_size=%u "
+           "no_room_tail=%u\n", (unsigned long long)aux_head(pc),
+           NO_ROOM_AUX_PAGES * PAGE, NO_ROOM_TAIL);
+    close(fd);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 2 && !strcmp(argv[1], "branches")) {
@@ -435,6 +521,8 @@ int main(int argc, char **argv)
         return classes(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
     if (argc > 1 && !strcmp(argv[1], "faults"))
         return faults(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
+    if (argc > 1 && !strcmp(argv[1], "no-room"))
+        return no_room();
     if (argc > 1 && !strcmp(argv[1], "alias"))
         return alias(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
 

@@ -3,6 +3,7 @@
 
 mod attributes;
 mod bench;
+mod driver_bugs;
 mod faults;
 mod host;
 mod initramfs;

@@ -162,9 +162,13 @@ pub struct SpeRun {
     /// Once the console shows the text, stop the backend (SIGSTOP) for
     /// the time given, then let it go on (SIGCONT): a stalled backend.
     pub stall_when: Option<(&'static str, Duration)>,
-    /// The backend's `--choice NAME=VALUE`s (CONSTRAINED UNPREDICTABLE
-    /// and IMPLEMENTATION DEFINED behaviours other than the defaults).
-    pub choices: &'static [&'static str],
+    /// The backend's `RUST_LOG` instead of the harness's (`info` unless
+    /// set): e.g. `debug` logs every SPE register access.
+    pub log: Option<&'static str>,
+    /// More backend options (e.g. `--choice NAME=VALUE`: CONSTRAINED
+    /// UNPREDICTABLE and IMPLEMENTATION DEFINED behaviours other than the
+    /// defaults; `--align BYTES`).
+    pub backend_args: &'static [&'static str],
 }
 
 impl SpeRun {
@@ -181,7 +185,8 @@ impl SpeRun {
             launcher: false,
             record: false,
             stall_when: None,
-            choices: &[],
+            log: None,
+            backend_args: &[],
         }
     }
 
@@ -189,7 +194,7 @@ impl SpeRun {
     /// operations=instructions`): the interval proofs count them.
     pub const fn exact(self) -> SpeRun {
         SpeRun {
-            choices: &["operations=instructions"],
+            backend_args: &["--choice", "operations=instructions"],
             ..self
         }
     }
@@ -314,9 +319,7 @@ impl Rig {
                     if spe.record {
                         cmd.arg("--record").arg(dir.join("records"));
                     }
-                    for c in spe.choices {
-                        cmd.args(["--choice", c]);
-                    }
+                    cmd.args(spe.backend_args);
                 }
             }
             let mut b = ChildGuard::spawn(
@@ -325,7 +328,12 @@ impl Rig {
                     .arg(VCPUS.to_string())
                     .env(
                         "RUST_LOG",
-                        std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+                        spec.spe
+                            .as_ref()
+                            .and_then(|s| s.log)
+                            .map(str::to_string)
+                            .or_else(|| std::env::var("RUST_LOG").ok())
+                            .unwrap_or_else(|| "info".into()),
                     )
                     .stdout(log.try_clone()?)
                     .stderr(log),

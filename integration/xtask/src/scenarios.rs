@@ -311,6 +311,25 @@ pub fn all() -> Vec<Scenario> {
                 ..SpeRun::new("max")
             }),
         },
+        // Issue 18: a known driver bug on demand. The AUX buffer fills
+        // with its consumer stopped and some room left below the tail's
+        // page; from the backend's register log, 6.1 goes on (the bug),
+        // 6.12 and 7.3 stop the event (the fix): driver_bugs.rs.
+        Scenario {
+            name: "spe-no-room",
+            guest: "spe-no-room",
+            backend: true,
+            timeout: Duration::from_secs(180),
+            expect: Expect::Pass(crate::driver_bugs::check_no_room),
+            kill_backend_when: None,
+            spe: Some(SpeRun {
+                // Every SPE register access in the backend's log.
+                log: Some("info,vhost_device_spe::qemu=debug"),
+                // Records 64-byte aligned: the buffer fills to its limit.
+                backend_args: &["--align", "64"],
+                ..SpeRun::new("neoverse-n1")
+            }),
+        },
     ]
     .into_iter()
     // Issue 18: faults on demand and the driver's reaction.
@@ -337,6 +356,7 @@ const ON_MIDDLE_KERNELS: &[&str] = &[
     "fault-data-loss",
     "fault-stage1-translation",
     "spe-attributes",
+    "spe-no-room",
 ];
 
 /// Whether `s` can run on `rig`'s kernel at all.
