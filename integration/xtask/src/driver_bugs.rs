@@ -107,21 +107,19 @@ pub fn check_no_room(out: &RunOutput) -> Result<(), String> {
     // The buffer filled (4 pages, less the tail's 64 bytes) and the driver
     // padded what it could not use: 6.1 up to one byte short of the tail
     // (16447), 6.12 to the end of the buffer (16383).
-    let wants: [(&str, fn(u64) -> bool, &str); 3] = [
-        ("workload_rc", |v| v == 0, "0"),
-        (
-            "no_room_aux_head",
-            |v| v >= 4 * 4096 - 64,
-            ">= 16320 (the buffer filled)",
-        ),
-        ("kernel_warnings", |v| v == 0, "0"),
-    ];
-    for (key, ok, want) in wants {
-        match out.result(key).and_then(|v| v.parse::<u64>().ok()) {
-            Some(v) if ok(v) => {}
-            v => errs.push(format!("{key}={v:?}, want {want}")),
+    let mut want = |key: &str, ok: bool, want: &str| {
+        if !ok {
+            errs.push(format!("{key}={:?}, want {want}", out.result(key)));
         }
-    }
+    };
+    let num = |key: &str| out.result(key).and_then(|v| v.parse::<u64>().ok());
+    want("workload_rc", num("workload_rc") == Some(0), "0");
+    want(
+        "no_room_aux_head",
+        num("no_room_aux_head").is_some_and(|v| v >= 4 * 4096 - 64),
+        ">= 16320 (the buffer filled)",
+    );
+    want("kernel_warnings", num("kernel_warnings") == Some(0), "0");
     if errs.is_empty() {
         Ok(())
     } else {
