@@ -81,6 +81,14 @@ struct ServeArgs {
     #[arg(long, value_name = "OPS", value_parser = parse_interval)]
     min_interval: Option<u32>,
 
+    /// QEMU channel: write records and raise PMBIRQ only when a vCPU asks
+    /// (QEMU then hands over every 16 samples synchronously): with QEMU's
+    /// `-icount shift=N,sleep=off -seed S`, and faults triggered by records
+    /// or bytes (not by time or a live `ctl`), two runs write the same
+    /// bytes. Slower: a round trip per 16 samples.
+    #[arg(long)]
+    deterministic: bool,
+
     /// Override PMBIDR_EL1.Align: records are written BYTES-aligned (padded
     /// with PAD packets), so the buffer fills to exactly its limit. A power
     /// of two up to the CPU's maximum record size (64 on these profiles).
@@ -294,6 +302,7 @@ fn run_server(args: ServeArgs) -> ExitCode {
             config.control = hub.clone();
             config.choices = choices;
             config.record = args.record.clone();
+            config.deterministic = args.deterministic;
             match qemu::spawn(path, config) {
                 Ok(h) => {
                     info!(

@@ -662,6 +662,11 @@ pub mod ring {
         /// pseudo-random number of instructions fewer, from none to an
         /// eighth of the period (the backend's `operations` choice).
         pub const UOPS: u8 = 1 << 2;
+        /// The backend is deterministic: hand each batch of samples over
+        /// with a SYNC (and wait for it) instead of the doorbell, so that
+        /// records and PMBIRQ changes happen at the same guest instruction
+        /// in every run.
+        pub const SYNC: u8 = 1 << 3;
     }
 
     /// What a sampled-operation source needs to count one vCPU's

@@ -71,6 +71,11 @@ pub struct Config {
     pub choices: Choices,
     /// Keep a copy of every record written (`--record DIR`).
     pub record: Option<PathBuf>,
+    /// Write records and change PMBIRQ only in replies to the vCPU's own
+    /// requests (`--deterministic`): QEMU then hands over every batch of
+    /// samples with a SYNC, and a run under `-icount` with `-seed`
+    /// repeats byte for byte. No drain timer, no doorbell.
+    pub deterministic: bool,
 }
 
 impl Config {
@@ -82,6 +87,7 @@ impl Config {
             control: None,
             choices: Choices::default(),
             record: None,
+            deterministic: false,
         }
     }
 }
@@ -283,6 +289,8 @@ pub(crate) struct Vm {
     bad_slots: u64,
     control: Option<Arc<Hub>>,
     recorder: Option<Recorder>,
+    /// [`Config::deterministic`].
+    deterministic: bool,
 }
 
 impl Vm {
@@ -341,6 +349,7 @@ impl Vm {
             bad_slots: 0,
             control: cfg.control.clone(),
             recorder,
+            deterministic: cfg.deterministic,
         }
     }
 
@@ -416,16 +425,22 @@ impl Vm {
         for v in range {
             let spu = &self.spus[v];
             let level = spu.pmbirq();
+            // Deterministic: the reply to the vCPU's own request carries
+            // the level, and an eventfd wake-up would land anywhere.
+            let in_reply = self.deterministic && requester == Some(v as u32);
             if level != ring.published[v] {
                 ring.consumer.publish_irq(v as u32, level, spu.pmbsr());
                 ring.published[v] = level;
-                signal = true;
+                signal |= !in_reply;
                 if let Some(hub) = &self.control {
                     hub.report_irq(v as u32, level, spu);
                 }
                 debug!("vCPU {v} PMBIRQ {}", u8::from(level));
             }
-            let state = spu.sampling_state();
+            let mut state = spu.sampling_state();
+            if self.deterministic {
+                state.flags |= channel::ring::flags::SYNC;
+            }
             let old = ring.states[v];
             if state != old {
                 ring.consumer.publish_state(v as u32, &state);
@@ -436,7 +451,7 @@ impl Vm {
                 }
             }
         }
-        let sampling = ring.states.iter().any(|s| s.enabled_els != 0);
+        let sampling = !self.deterministic && ring.states.iter().any(|s| s.enabled_els != 0);
         if sampling != ring.draining {
             let res = if sampling {
                 ring.drain.reset(DRAIN_PERIOD, Some(DRAIN_PERIOD))
@@ -826,6 +841,10 @@ impl Server {
             // Readable, so this does not block; the count is irrelevant.
             let _ = ring.doorbell.read();
         }
+        if vm.deterministic {
+            // Only QEMU's own requests drain (QEMU does not ring then).
+            return Ok(());
+        }
         vm.drain(ALL_VCPUS)?;
         vm.publish(ALL_VCPUS, None);
         Ok(())
@@ -851,9 +870,12 @@ impl Server {
         };
         match self.conn.as_mut().and_then(|c| c.vm.as_mut()) {
             Some(vm) => {
-                // The rings first, so a query sees what QEMU sampled.
-                if let Err(e) = vm.drain(ALL_VCPUS) {
-                    warn!("draining before a control command: {e:?}");
+                // The rings first, so a query sees what QEMU sampled;
+                // deterministic, only what QEMU handed over.
+                if !vm.deterministic {
+                    if let Err(e) = vm.drain(ALL_VCPUS) {
+                        warn!("draining before a control command: {e:?}");
+                    }
                 }
                 hub.serve_calls(Some(&mut vm.spus));
                 vm.publish(ALL_VCPUS, None);

@@ -262,6 +262,43 @@ pub fn check_spe_alias_exact(out: &RunOutput) -> Result<(), String> {
     j.finish()
 }
 
+/// The backend log's delivered faults (`fault N delivered on vCPU V:
+/// … PMBPTR=…`), from "vCPU" on.
+fn delivered_faults(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| l.contains(" delivered on vCPU "))
+        .filter_map(|l| l.find("vCPU ").map(|i| &l[i..]))
+        .collect()
+}
+
+/// `spe-replay-b` against `spe-replay-a` (the run before it, in the same
+/// runs folder): the same AUX hash over the same number of records, and
+/// the same faults delivered on the same vCPUs at the same PMBPTR.
+pub fn check_spe_replay(out: &RunOutput) -> Result<(), String> {
+    let a_dir = out.dir.with_file_name("spe-replay-a");
+    let read = |f: &str| {
+        std::fs::read_to_string(a_dir.join(f))
+            .map_err(|e| format!("spe-replay-a's {f} (run it first): {e}"))
+    };
+    let a = crate::runner::parse_console(&read("console.log")?, "spe-replay").results;
+    let a_log = read("backend.log")?;
+    let mut j = Judge::new(out);
+    j.want("replay_records", ">= 1000", |v| v >= 1000.0);
+    j.zero(&["bad"]);
+    for key in ["replay_records", "replay_aux_hash"] {
+        let first = a.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+        let second = out.result(key);
+        j.check(first.is_some() && first == second, || {
+            format!("{key}: {first:?} in the first run, {second:?} in the second")
+        });
+    }
+    let (fa, fb) = (delivered_faults(&a_log), delivered_faults(&out.backend_log));
+    j.check(!fa.is_empty() && fa == fb, || {
+        format!("faults delivered: {fa:?} in the first run, {fb:?} in the second")
+    });
+    j.finish()
+}
+
 /// Two vCPUs; each CPU's workload records are from the workload pinned
 /// there (at least 500 of them).
 pub fn check_spe_smp2_pinned(out: &RunOutput) -> Result<(), String> {

@@ -165,6 +165,8 @@ pub struct SpeRun {
     /// The backend's `RUST_LOG` instead of the harness's (`info` unless
     /// set): e.g. `debug` logs every SPE register access.
     pub log: Option<&'static str>,
+    /// More QEMU options (e.g. `-seed`).
+    pub qemu_args: &'static [&'static str],
     /// More backend options (e.g. `--choice NAME=VALUE`: CONSTRAINED
     /// UNPREDICTABLE and IMPLEMENTATION DEFINED behaviours other than the
     /// defaults; `--align BYTES`).
@@ -186,6 +188,7 @@ impl SpeRun {
             record: false,
             stall_when: None,
             log: None,
+            qemu_args: &[],
             backend_args: &[],
         }
     }
@@ -580,8 +583,11 @@ impl Rig {
                     "vhost-user-device-pci,chardev=spe0,virtio-id={VIRTIO_ID},num_vqs={NUM_VQS},config_size={CONFIG_SIZE}"
                 ));
         }
-        if let Some(icount) = spec.spe.as_ref().and_then(|s| s.icount) {
-            c.args(["-icount", icount]);
+        if let Some(spe) = &spec.spe {
+            if let Some(icount) = spe.icount {
+                c.args(["-icount", icount]);
+            }
+            c.args(spe.qemu_args);
         }
         c
     }

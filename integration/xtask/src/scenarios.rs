@@ -311,6 +311,10 @@ pub fn all() -> Vec<Scenario> {
                 ..SpeRun::new("max")
             }),
         },
+        // Issue 18: deterministic replay. Two boots of the same run write
+        // the same AUX bytes and deliver the fault on the same record.
+        replay("spe-replay-a", |_| Ok(())),
+        replay("spe-replay-b", proofs::check_spe_replay),
         // Issue 18: a known driver bug on demand. The AUX buffer fills
         // with its consumer stopped and some room left below the tail's
         // page; from the backend's register log, 6.1 goes on (the bug),
@@ -468,6 +472,26 @@ pub fn check_perf_test_spe(out: &RunOutput) -> Result<(), String> {
 
 /// A full-emulation scenario without a synthetic source (the samples are
 /// QEMU's), the guest script of its name, checked by `check`.
+/// A boot of `spe-replay` that repeats byte for byte: the backend
+/// `--deterministic`, QEMU under a fixed `-icount` with `-seed` and its
+/// RTC on the virtual clock, a buffer full armed after 300 records.
+fn replay(name: &'static str, check: fn(&RunOutput) -> Result<(), String>) -> Scenario {
+    Scenario {
+        name,
+        guest: "spe-replay",
+        spe: Some(SpeRun {
+            icount: Some(crate::runner::ICOUNT_FIXED),
+            qemu_args: &["-seed", "1", "-rtc", "base=2026-01-01,clock=vm"],
+            backend_args: &["--deterministic"],
+            faults: Some(
+                r#"{"seed": 7, "faults": [{"vcpu": "all", "kind": "buffer-full", "trigger": "after-records", "count": 300}]}"#,
+            ),
+            ..SpeRun::new("neoverse-n1")
+        }),
+        ..proof(name, check)
+    }
+}
+
 /// A [`proof`] with operations counted as instructions, exactly.
 fn exact_proof(name: &'static str, check: fn(&RunOutput) -> Result<(), String>) -> Scenario {
     let p = proof(name, check);
