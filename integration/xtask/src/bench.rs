@@ -44,6 +44,11 @@ pub fn configs() -> Vec<Config> {
             spe(),
         ),
         row(
+            "  same, operations counted as instructions",
+            "workload-perf",
+            spe().map(SpeRun::exact),
+        ),
+        row(
             "  same, every record filtered in the backend",
             "workload-perf-filtered",
             spe(),
