@@ -456,6 +456,34 @@ mod tests {
     }
 
     #[test]
+    fn replay_needs_the_first_run_repeated() {
+        let runs = std::env::temp_dir().join(format!("xtask-replay-{}", std::process::id()));
+        let a = runs.join("spe-replay-a");
+        std::fs::create_dir_all(&a).unwrap();
+        let line = "replay_records=61020 replay_aux_hash=ce31bd22 bad=0";
+        let fault = "[t INFO c] fault 1 delivered on vCPU 1: {} PMBSR=0x20001 PMBPTR=0xffff8000\n";
+        let second = |results: &str, log: &str| RunOutput {
+            dir: runs.join("spe-replay-b"),
+            backend_log: log.into(),
+            ..run(results, "", "", "")
+        };
+        // No first run yet.
+        let e = check_spe_replay(&second(line, fault)).unwrap_err();
+        assert!(e.contains("run it first"), "{e}");
+        std::fs::write(a.join("console.log"), format!("SPE-RESULT {line}\r\n")).unwrap();
+        std::fs::write(a.join("backend.log"), fault).unwrap();
+        assert_eq!(check_spe_replay(&second(line, fault)), Ok(()));
+        let other_hash = line.replace("ce31bd22", "6f0c6ada");
+        assert!(check_spe_replay(&second(&other_hash, fault)).is_err());
+        let other_count = line.replace("61020", "60491");
+        assert!(check_spe_replay(&second(&other_count, fault)).is_err());
+        let other_fault = fault.replace("0xffff8000", "0xffff8040");
+        assert!(check_spe_replay(&second(line, &other_fault)).is_err());
+        assert!(check_spe_replay(&second(line, "")).is_err());
+        std::fs::remove_dir_all(&runs).unwrap();
+    }
+
+    #[test]
     fn alias_needs_every_instruction_of_the_loop() {
         accepts_and_rejects(
             check_spe_alias,
