@@ -293,6 +293,19 @@ impl Consumer {
         (v & COUNT_NOW_VALID != 0).then_some(v as u32)
     }
 
+    /// What `vcpu`'s IRQ entry holds: the PMBIRQ level and sampling state
+    /// last published in it. A ring handed over again (QEMU reconnecting
+    /// after a restart) holds the previous process's, which the next
+    /// publish must compare against. Read without the seqlock: this
+    /// process is its only writer, and the previous one is gone.
+    pub fn published(&self, vcpu: u32) -> (bool, SamplingState) {
+        let e = self.layout.irq_entry(vcpu);
+        let level = self.map.u32_at(e + IRQ_LEVEL).load(Ordering::Relaxed) != 0;
+        let a = self.map.u64_at(e + IRQ_STATE).load(Ordering::Relaxed);
+        let b = self.map.u64_at(e + IRQ_STATE + 8).load(Ordering::Relaxed);
+        (level, state_from_words(a, b))
+    }
+
     /// Writes `vcpu`'s IRQ entry: level and PMBSR, then the bumped sequence
     /// number (release), so a reader that sees the new seq sees the rest.
     pub fn publish_irq(&mut self, vcpu: u32, level: bool, pmbsr: u64) {

@@ -489,6 +489,93 @@ fn disconnect_resets_and_the_next_vm_is_served() {
     assert_eq!(b.join().unwrap(), Status::OK);
 }
 
+/// QEMU's side of a backend restart: the old process is gone, a new one
+/// binds the same socket, and QEMU hands it the same ring and the
+/// registers it kept (by the encoding each access reached).
+#[test]
+fn a_restarted_backend_gets_the_registers_back_and_reports_the_loss() {
+    let guest = Guest::new();
+    let limit = BUF_VA + BUF_PAGES * 4096;
+    let old = server("restart", Features::default());
+    let path = old.path().to_path_buf();
+    let (mut c, mut ring) = connect(&path, 2, &guest);
+    program(&mut c, 0, &guest, BUF_VA, limit);
+    let r = c.write(0, SysReg::PmsicrEl1, 0).unwrap();
+    assert_eq!(r.reg, SysReg::PmsicrEl1.encoding());
+    assert_eq!(
+        ring.producer
+            .push(0, &(0..20).map(load).collect::<Vec<_>>()),
+        20
+    );
+    c.sync(0).unwrap();
+    let ptr = c.read(0, SysReg::PmbptrEl1).unwrap().value;
+    assert!(ptr > BUF_VA, "{ptr:#x}");
+    // Sampled but never drained: in flight when the process goes.
+    assert_eq!(
+        ring.producer
+            .push(0, &(20..40).map(load).collect::<Vec<_>>()),
+        20
+    );
+    drop(c);
+    old.shutdown();
+
+    let new = server("restart", Features::default());
+    let mut c = Client::connect(new.path()).unwrap();
+    let hello = c.hello(2).unwrap();
+    assert_ne!(hello.features & feature::RESTORE, 0);
+    assert_eq!(
+        c.set_mem_table(&guest.regions()).unwrap().status,
+        Status::OK
+    );
+    let st = c
+        .set_ring(hello.ring_size, &ring.file, &ring.doorbell, &ring.irq)
+        .unwrap();
+    assert_eq!(st.status, Status::OK);
+    c.set_translation(0, &guest.xlat()).unwrap();
+    let kept = [
+        (SysReg::PmbptrEl1.encoding(), ptr),
+        (SysReg::PmblimitrEl1.encoding(), limit | 1),
+        (SysReg::PmsirrEl1.encoding(), 1 << 8),
+        (SysReg::PmscrEl1.encoding(), 0b11_0011),
+        // Read-only: ignored, not refused.
+        (SysReg::PmbidrEl1.encoding(), 0),
+    ];
+    let st = c.restore(0, &kept).unwrap();
+    assert_eq!(st.status, Status::OK);
+    // The buffer was enabled: what was in flight is reported lost.
+    assert!(st.pmbirq);
+    let pmbsr = c.read(0, SysReg::PmbsrEl1).unwrap().value;
+    assert!(pmbsr_filled(pmbsr) && PMBSR::DL.is_set(pmbsr), "{pmbsr:#x}");
+    assert_eq!(c.read(0, SysReg::PmbptrEl1).unwrap().value, ptr);
+    assert_eq!(c.read(0, SysReg::PmsirrEl1).unwrap().value, 1 << 8);
+    assert!(ring.producer.irq(0).level);
+    // The samples in flight were consumed, not left for later.
+    assert_eq!(ring.producer.space(0), u64::from(hello.ring_slots));
+    // A vCPU whose buffer was off comes back quietly.
+    let st = c.restore(1, &[(SysReg::PmsicrEl1.encoding(), 5)]).unwrap();
+    assert_eq!((st.status, st.pmbirq), (Status::OK, false));
+    assert_eq!(c.read(1, SysReg::PmsicrEl1).unwrap().value, 5);
+    // Once the driver clears PMBSR, records are written again.
+    c.write(0, SysReg::PmbsrEl1, 0).unwrap();
+    assert_eq!(
+        ring.producer
+            .push(0, &(40..45).map(load).collect::<Vec<_>>()),
+        5
+    );
+    c.sync(0).unwrap();
+    assert!(c.read(0, SysReg::PmbptrEl1).unwrap().value > ptr);
+    // What cannot be restored refuses the request, and the connection
+    // stays up.
+    let absent = [(SysReg::PmbsrEl2.encoding(), 0)];
+    assert_eq!(c.restore(1, &absent).unwrap().status, Status::BAD_STATE);
+    assert_eq!(
+        c.restore(1, &[(0x1234, 0)]).unwrap().status,
+        Status::BAD_STATE
+    );
+    assert_eq!(c.restore(ALL_VCPUS, &[]).unwrap().status, Status::BAD_VCPU);
+    assert_eq!(c.read(0, SysReg::PmbidrEl1).unwrap().outcome, 0);
+}
+
 #[test]
 fn requests_other_than_sysreg_use_status_codes() {
     let h = server("status", Features::max());
@@ -683,6 +770,24 @@ fn malformed_or_out_of_order_messages_drop_the_connection_only() {
             msg(MsgType::Sync as u16, 0, &[1, 2]),
             vec![],
             "SYNC with payload",
+        ),
+        (
+            true,
+            msg(MsgType::Restore as u16, 0, &[3, 0, 0, 0, 0, 0, 0, 0]),
+            vec![],
+            "RESTORE shorter than its count",
+        ),
+        (
+            true,
+            msg(MsgType::Restore as u16, 0, &[0xff, 0xff, 0, 0, 0, 0, 0, 0]),
+            vec![],
+            "RESTORE count over a payload's",
+        ),
+        (
+            false,
+            msg(MsgType::Restore as u16, 0, &[0; 8]),
+            vec![],
+            "RESTORE before HELLO",
         ),
         (
             true,

@@ -51,6 +51,10 @@ pub enum MsgType {
     PmuCounters = 8,
     /// [`PeContext`] → [`Status`]: the controlling state changed.
     SetContext = 9,
+    /// [`Restore`] → [`Status`]: QEMU reconnected to a backend that
+    /// restarted and hands back the registers of one vCPU's SPU (see
+    /// [`Restore`]). Only with [`feature::RESTORE`].
+    Restore = 10,
 }
 
 impl MsgType {
@@ -65,6 +69,7 @@ impl MsgType {
             7 => MsgType::Reset,
             8 => MsgType::PmuCounters,
             9 => MsgType::SetContext,
+            10 => MsgType::Restore,
             _ => return None,
         })
     }
@@ -216,6 +221,9 @@ pub mod feature {
     /// The IRQ entries carry [`super::ring::SamplingState`] and the
     /// backend applies `ops_counted` (see [`super::ring`]).
     pub const SAMPLING_STATE: u64 = 1 << 4;
+    /// The backend takes [`super::MsgType::Restore`], and SYSREG replies
+    /// name the register an access reached ([`super::SysregReply::reg`]).
+    pub const RESTORE: u64 = 1 << 5;
 }
 
 /// HELLO reply: version u32, status u32, features u64, pmsver u32, pmss
@@ -418,11 +426,16 @@ impl SysregAccess {
 }
 
 /// SYSREG reply: outcome u8 (`AccessOutcome`, or [`Status::UNKNOWN_REGISTER`]),
-/// pmbirq u8, reserved[6], value u64 (the read value; 0 for writes).
+/// pmbirq u8, reserved[2], reg u32, value u64 (the read value; 0 for
+/// writes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SysregReply {
     pub outcome: u8,
     pub pmbirq: bool,
+    /// The encoding of the register the access reached (PMSCR_EL2 for
+    /// PMSCR_EL1 at a host EL2, PMSCR_EL1 for PMSCR_EL12), 0 unless the
+    /// access succeeded: what QEMU keeps for [`Restore`].
+    pub reg: u32,
     pub value: u64,
 }
 
@@ -432,6 +445,7 @@ impl SysregReply {
         let mut b = [0u8; Self::SIZE];
         b[0] = self.outcome;
         b[1] = u8::from(self.pmbirq);
+        put(&mut b, 4, &self.reg.to_le_bytes());
         put(&mut b, 8, &self.value.to_le_bytes());
         b
     }
@@ -440,8 +454,66 @@ impl SysregReply {
         Ok(SysregReply {
             outcome: b[0],
             pmbirq: b[1] != 0,
+            reg: u32_at(b, 4),
             value: u64_at(b, 8),
         })
+    }
+}
+
+/// RESTORE: count u32, reserved u32, then `count` entries of encoding u32,
+/// reserved u32, value u64: the last value the guest wrote to (or read
+/// from) each register of the vCPU's SPU, by the encoding of the register
+/// its access reached ([`SysregReply::reg`]).
+///
+/// QEMU sends it for each vCPU after HELLO, SET_MEM_TABLE and SET_RING
+/// when it reconnects to a backend that restarted. The backend stores the
+/// values as they are, without the side effects of a write, then reports
+/// what it cannot rebuild (the records the old process had in flight, and
+/// any written since the guest last read PMBPTR) as data loss: with the
+/// buffer enabled, a buffer management event with PMBSR.DL set (see the
+/// backend's `unpredictable.rs`). An encoding that is not a register the
+/// backend can restore refuses the whole request with
+/// [`Status::BAD_STATE`]; the SPU is then left at reset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restore {
+    pub regs: Vec<(u32, u64)>,
+}
+
+impl Restore {
+    pub const ENTRY_SIZE: usize = 16;
+    /// Most entries one message carries.
+    pub const MAX_ENTRIES: usize = (MAX_PAYLOAD as usize - 8) / Self::ENTRY_SIZE;
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut b = vec![0u8; 8 + self.regs.len() * Self::ENTRY_SIZE];
+        put(&mut b, 0, &(self.regs.len() as u32).to_le_bytes());
+        for (i, (enc, value)) in self.regs.iter().enumerate() {
+            let o = 8 + i * Self::ENTRY_SIZE;
+            put(&mut b, o, &enc.to_le_bytes());
+            put(&mut b, o + 8, &value.to_le_bytes());
+        }
+        b
+    }
+    pub fn from_bytes(b: &[u8]) -> Result<Restore> {
+        if b.len() < 8 {
+            return Err(ChannelError::Size {
+                what: "RESTORE",
+                got: b.len(),
+                want: 8,
+            });
+        }
+        let n = u32_at(b, 0) as usize;
+        if n > Self::MAX_ENTRIES {
+            return Err(ChannelError::BadField("RESTORE count", n as u64));
+        }
+        expect_len("RESTORE", b, 8 + n * Self::ENTRY_SIZE)?;
+        let regs = (0..n)
+            .map(|i| {
+                let o = 8 + i * Self::ENTRY_SIZE;
+                (u32_at(b, o), u64_at(b, o + 8))
+            })
+            .collect();
+        Ok(Restore { regs })
     }
 }
 
@@ -825,9 +897,19 @@ mod tests {
         let r = SysregReply {
             outcome: 2,
             pmbirq: true,
+            reg: 0xC4C8,
             value: 9,
         };
         assert_eq!(SysregReply::from_bytes(&r.to_bytes()), Ok(r));
+        let rs = Restore {
+            regs: vec![(0xC4C8, 1), (0xC4D1, u64::MAX)],
+        };
+        assert_eq!(Restore::from_bytes(&rs.to_bytes()), Ok(rs));
+        let most = Restore {
+            regs: vec![(1, 2); Restore::MAX_ENTRIES],
+        };
+        assert!(most.to_bytes().len() <= MAX_PAYLOAD as usize);
+        assert_eq!(Restore::from_bytes(&most.to_bytes()), Ok(most));
         let m = MemTable {
             regions: vec![
                 MemRegion {

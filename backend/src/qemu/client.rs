@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use spe_protocol::channel::{
-    self, Header, Hello, HelloReply, MemRegion, MemTable, MsgType, RingSetup, Status, SysregAccess,
-    SysregReply, VERSION,
+    self, Header, Hello, HelloReply, MemRegion, MemTable, MsgType, Restore, RingSetup, Status,
+    SysregAccess, SysregReply, VERSION,
 };
 use spe_protocol::regs::{PeContext, SysReg, TranslationRegs};
 use vmm_sys_util::eventfd::EventFd;
@@ -197,6 +197,16 @@ impl Client {
 
     pub fn sync(&mut self, vcpu: u32) -> io::Result<Status> {
         self.status(MsgType::Sync, vcpu, &[], &[])
+    }
+
+    /// After reconnecting to a restarted backend: `vcpu`'s registers back,
+    /// as (encoding, value) pairs.
+    pub fn restore(&mut self, vcpu: u32, regs: &[(u32, u64)]) -> io::Result<Status> {
+        let b = Restore {
+            regs: regs.to_vec(),
+        }
+        .to_bytes();
+        self.status(MsgType::Restore, vcpu, &b, &[])
     }
 
     pub fn reset(&mut self, vcpu: u32) -> io::Result<Status> {

@@ -26,8 +26,8 @@ use log::{debug, error, info, warn};
 use spe_protocol::channel::{
     self, feature,
     ring::{Layout, SamplingState},
-    ChannelError, Header, Hello, HelloReply, MemTable, MsgType, RingSetup, Status, SysregAccess,
-    SysregReply, ALL_VCPUS, MAX_PAYLOAD, MAX_REGIONS,
+    ChannelError, Header, Hello, HelloReply, MemTable, MsgType, Restore, RingSetup, Status,
+    SysregAccess, SysregReply, ALL_VCPUS, MAX_PAYLOAD, MAX_REGIONS,
 };
 use spe_protocol::regs::SysReg;
 use vm_memory::{
@@ -748,6 +748,10 @@ impl Server {
                     for_each(vm, h.vcpu, Spu::reset);
                     Status::OK
                 }
+                MsgType::Restore => {
+                    let req = Restore::from_bytes(payload)?;
+                    restore(vm, h.vcpu, &req)?
+                }
                 MsgType::Hello | MsgType::Sysreg => unreachable!("handled above"),
             }
         };
@@ -804,6 +808,7 @@ fn hello_reply(cfg: &Config, hello: &Hello) -> (HelloReply, Option<Vm>) {
         (f.spe_exc, feature::SPE_EXC),
         (f.spe_nvm, feature::SPE_NVM),
         (true, feature::SAMPLING_STATE),
+        (true, feature::RESTORE),
     ] {
         if on {
             features |= bit;
@@ -926,6 +931,7 @@ fn sysreg(vm: &mut Vm, vcpu: u32, req: &SysregAccess) -> Result<SysregReply, Con
         return Ok(SysregReply {
             outcome: Status::UNKNOWN_REGISTER,
             pmbirq: spu.pmbirq(),
+            reg: 0,
             value: 0,
         });
     };
@@ -948,11 +954,52 @@ fn sysreg(vm: &mut Vm, vcpu: u32, req: &SysregAccess) -> Result<SysregReply, Con
         Ok(v) => (0, v),
         Err(o) => (o as u8, 0),
     };
+    // The context is unchanged since the access: the same route.
+    let reg = match outcome {
+        0 => spu.reached(reg).map_or(0, SysReg::encoding),
+        _ => 0,
+    };
     Ok(SysregReply {
         outcome,
         pmbirq: spu.pmbirq(),
+        reg,
         value,
     })
+}
+
+/// RESTORE: the registers of one vCPU's SPU back from QEMU after a
+/// restart, then the loss of what was in flight reported, then the
+/// operations QEMU sampled meanwhile (the restored state decides them).
+fn restore(vm: &mut Vm, vcpu: u32, req: &Restore) -> Result<u32, ConnError> {
+    if vcpu == ALL_VCPUS {
+        warn!("RESTORE for every vCPU: it restores one");
+        return Ok(Status::BAD_VCPU);
+    }
+    let spu = &mut vm.spus[vcpu as usize];
+    for &(enc, value) in &req.regs {
+        let restored = SysReg::from_encoding(enc)
+            .ok_or(enc)
+            .and_then(|reg| spu.restore_register(reg, value).map_err(|_| enc));
+        if let Err(enc) = restored {
+            error!(
+                "RESTORE of vCPU {vcpu}: register {enc:#x} cannot be restored; the SPU is reset"
+            );
+            spu.reset();
+            return Ok(Status::BAD_STATE);
+        }
+    }
+    let lost = spu.restore_done();
+    info!(
+        "vCPU {vcpu}: {} registers restored{}",
+        req.regs.len(),
+        if lost {
+            "; the buffer was enabled, so its records in flight are reported lost (PMBSR.DL)"
+        } else {
+            ""
+        }
+    );
+    vm.drain(vcpu)?;
+    Ok(Status::OK)
 }
 
 fn send(stream: &UnixStream, req: &Header, payload: &[u8]) -> Result<(), ConnError> {
@@ -1044,15 +1091,17 @@ fn make_ring(setup: &RingSetup, layout: Layout, fds: Vec<File>) -> Result<Ring, 
         .map_err(|e| e.to_string())
         .and_then(|t| crate::synthetic::nonblocking(t).map_err(|e| e.to_string()))
         .map_err(|e| format!("cannot create the drain timer: {e}"))?;
+    // A new memfd is zeroed; a ring QEMU hands over again after a restart
+    // holds what the previous process published.
+    let (published, states) = (0..layout.vcpus).map(|v| consumer.published(v)).unzip();
     Ok(Ring {
         consumer,
         doorbell,
         irq,
         drain,
         draining: false,
-        published: vec![false; layout.vcpus as usize],
-        // The memfd starts zeroed: what a zeroed entry says.
-        states: vec![SamplingState::default(); layout.vcpus as usize],
+        published,
+        states,
     })
 }
 

@@ -83,7 +83,7 @@ impl Spu {
 
     /// Resolves the register an access reaches (PMSCR_EL1 at a host EL2 is
     /// PMSCR_EL2; PMSCR_EL12 is PMSCR_EL1) after its access checks.
-    fn route(&self, reg: SysReg) -> Access<SysReg> {
+    pub(super) fn route(&self, reg: SysReg) -> Access<SysReg> {
         let f = &self.features;
         match reg {
             SysReg::PmscrEl1 => {
@@ -219,7 +219,7 @@ impl Spu {
 
     /// Bits software can write, per register (everything else is RES0 or
     /// read-only).
-    fn writable_mask(&self, reg: SysReg) -> u64 {
+    pub(super) fn writable_mask(&self, reg: SysReg) -> u64 {
         let f = &self.features;
         let exc = if f.spe_exc { 0b111 << 8 } else { 0 };
         let pct = if f.have_ecv { 0b11 << 6 } else { 1 << 6 };

@@ -11,6 +11,7 @@ mod buffer;
 mod enable;
 pub mod inject;
 mod predict;
+pub mod restore;
 mod sample;
 mod snapshot;
 pub mod tables;

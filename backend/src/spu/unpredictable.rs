@@ -176,6 +176,16 @@ pub const RESERVED_PCT_VALUE: u8 = 0b00;
 /// and `Unpredictable_RESPMSSE` (PMECR_EL1.SSE = 0b01): Constraint_DISABLED.
 pub const RESERVED_EE_SSE_DISABLED: bool = true;
 
+/// Not the architecture's: a backend that restarted under a running VM
+/// (QEMU reconnects and hands back the registers, `Spu::restore`) cannot
+/// rebuild the records the old process had in flight, nor know where it
+/// left PMBPTR. If the buffer is enabled, it reports that as a buffer
+/// management event: buffer full (EC 0, BSC 1) with DL = 1, which a
+/// driver handles as the end of a buffer whose last record may be partial
+/// (Linux: an AUX record flagged TRUNCATED | PARTIAL), as for
+/// [`Overrun::BufferFullDataLoss`].
+pub const RESTART_LOSS_EVENT: (u64, u64) = (0b00_0000, 0b00_0001);
+
 /// `IMPLEMENTATION DEFINED "SPE non-tbi tag is zero"`: FALSE, the data VA
 /// packet carries all 64 bits of the address.
 pub const NON_TBI_TAG_IS_ZERO: bool = false;
