@@ -4,6 +4,7 @@
 # lands; the host judges what the guest reports here against what the
 # driver's code says it does for that syndrome. A second recording shows
 # SPE still works once the fault is handled.
+. /scenarios/lib/spe.sh
 
 irq_line=$(grep -m 1 -E 'arm_spe|spe' /proc/interrupts)
 irq=$(echo "$irq_line" | sed -n 's/^ *\([0-9]*\):.*/\1/p')
@@ -25,18 +26,7 @@ tail -n 3 /tmp/f.log
 perf report -D -i /tmp/f.data > /tmp/f.dump 2>&1
 records=$(grep -cE '[[:space:]](TS [0-9]+|END)$' /tmp/f.dump)
 bad=$(grep -ciE 'bad packet|decoder error|failed to decode' /tmp/f.dump)
-# " PERF_RECORD_AUX offset: 0x0 size: 0x1fd8 flags: 0x5 [TP]": the flags
-# the driver gave each piece of AUX data, and the first piece's size.
-grep 'PERF_RECORD_AUX ' /tmp/f.dump | head -n 5
-aux=$(grep 'PERF_RECORD_AUX ' /tmp/f.dump | awk '
-    function hex(s,  i, v) {
-        v = 0; sub(/^0x/, "", s)
-        for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
-        return v
-    }
-    { for (i = 1; i < NF; i++) { if ($i == "size:") s = $(i + 1); if ($i == "flags:") f = hex($(i + 1)) } }
-    { n++; if (n == 1) first = s; if (f % 2) t++; if (int(f / 4) % 2) p++; if (int(f / 8) % 2) c++ }
-    END { printf "aux_records=%d aux_first_size=%s aux_truncated=%d aux_partial=%d aux_collision=%d\n", n, first, t, p, c }')
+aux=$(spe_aux_flags /tmp/f.dump)
 irqs_after=$(irq_count)
 
 # The driver's error line: "arm_spe_pmu: <what> on CPU n [PMBSR=0x…, …]".

@@ -162,6 +162,11 @@ pub struct SpeRun {
     /// Once the console shows the text, stop the backend (SIGSTOP) for
     /// the time given, then let it go on (SIGCONT): a stalled backend.
     pub stall_when: Option<(&'static str, Duration)>,
+    /// Once the console shows the text, kill the backend (SIGKILL) and
+    /// start it again, with the same options, on the same socket: a
+    /// backend that crashed and was restarted (its log goes on in
+    /// `backend.log`, the time taken in `restart.log`).
+    pub restart_when: Option<&'static str>,
     /// The backend's `RUST_LOG` instead of the harness's (`info` unless
     /// set): e.g. `debug` logs every SPE register access.
     pub log: Option<&'static str>,
@@ -187,6 +192,7 @@ impl SpeRun {
             launcher: false,
             record: false,
             stall_when: None,
+            restart_when: None,
             log: None,
             qemu_args: &[],
             backend_args: &[],
@@ -291,56 +297,7 @@ impl Rig {
         let mut early_failure = None;
         let launcher = spec.spe.as_ref().is_some_and(|s| s.launcher);
         if spec.backend && !launcher {
-            let log = fs::File::create(&backend_log)?;
-            let mut cmd = Command::new(&self.backend);
-            match &spec.spe {
-                None => {
-                    cmd.arg("--socket-path").arg(&socket);
-                }
-                Some(spe) => {
-                    cmd.arg("--qemu-socket")
-                        .arg(&socket)
-                        .args(["--cpu", spe.backend_cpu]);
-                    if spe.virtualization {
-                        cmd.arg("--el2");
-                    }
-                    if let Some(rate) = spe.synthetic {
-                        cmd.args(["--synthetic", &rate.to_string()]);
-                    }
-                    if spe.ctl_when.is_some() {
-                        cmd.arg("--control-socket").arg(ctl_socket(&socket));
-                    }
-                    if let Some(json) = spe.faults {
-                        let file = dir.join("faults.json");
-                        fs::write(&file, json)
-                            .with_context(|| format!("writing {}", file.display()))?;
-                        cmd.arg("--scenario").arg(file);
-                    }
-                    if let Some(ops) = spe.min_interval {
-                        cmd.args(["--min-interval", &ops.to_string()]);
-                    }
-                    if spe.record {
-                        cmd.arg("--record").arg(dir.join("records"));
-                    }
-                    cmd.args(spe.backend_args);
-                }
-            }
-            let mut b = ChildGuard::spawn(
-                "the backend",
-                cmd.arg("--vcpus")
-                    .arg(VCPUS.to_string())
-                    .env(
-                        "RUST_LOG",
-                        spec.spe
-                            .as_ref()
-                            .and_then(|s| s.log)
-                            .map(str::to_string)
-                            .or_else(|| std::env::var("RUST_LOG").ok())
-                            .unwrap_or_else(|| "info".into()),
-                    )
-                    .stdout(log.try_clone()?)
-                    .stderr(log),
-            )?;
+            let mut b = self.spawn_backend(spec, &dir, &socket, &backend_log, false)?;
             // QEMU's chardev connects once at start-up, so the socket must
             // exist first.
             let deadline = Instant::now() + Duration::from_secs(10);
@@ -388,7 +345,7 @@ impl Rig {
                 }
                 let ctl = spec.spe.as_ref().and_then(|s| s.ctl_when);
                 let ctl_log = dir.join("ctl.log");
-                let mut run_ctl = || {
+                let mut run_ctl = |_: Option<&mut ChildGuard>| {
                     let (_, args) = ctl.expect("only called with ctl_when");
                     let out = Command::new(&self.backend)
                         .arg("ctl")
@@ -410,9 +367,8 @@ impl Rig {
                     let _ = fs::write(&ctl_log, text);
                 };
                 let stall = spec.spe.as_ref().and_then(|s| s.stall_when);
-                let backend_pid = backend.as_ref().map(|b| b.pid());
-                let mut run_stall = || {
-                    let (Some((_, pause)), Some(pid)) = (stall, backend_pid) else {
+                let mut run_stall = |b: Option<&mut ChildGuard>| {
+                    let (Some((_, pause)), Some(pid)) = (stall, b.map(|b| b.pid())) else {
                         return;
                     };
                     let t = Instant::now();
@@ -426,11 +382,30 @@ impl Rig {
                         format!("backend stopped for {:.1} s\n", t.elapsed().as_secs_f64()),
                     );
                 };
-                // A scenario uses at most one of the two.
-                let on_marker = match (ctl, stall) {
-                    (Some((marker, _)), _) => Some((marker, &mut run_ctl as &mut dyn FnMut())),
-                    (None, Some((marker, _))) => Some((marker, &mut run_stall as &mut dyn FnMut())),
-                    (None, None) => None,
+                let restart = spec.spe.as_ref().and_then(|s| s.restart_when);
+                let mut run_restart = |b: Option<&mut ChildGuard>| {
+                    let Some(b) = b else { return };
+                    let t = Instant::now();
+                    b.kill();
+                    let text = match self.spawn_backend(spec, &dir, &socket, &backend_log, true) {
+                        Ok(new) => {
+                            *b = new;
+                            format!(
+                                "backend killed and started again in {:.1} s\n",
+                                t.elapsed().as_secs_f64()
+                            )
+                        }
+                        Err(e) => format!("cannot start the backend again: {e:#}\n"),
+                    };
+                    let _ = fs::write(dir.join("restart.log"), text);
+                };
+                // A scenario uses at most one of them.
+                type OnMarker<'a> = &'a mut dyn FnMut(Option<&mut ChildGuard>);
+                let on_marker: Option<(&str, OnMarker)> = match (ctl, stall, restart) {
+                    (Some((marker, _)), _, _) => Some((marker, &mut run_ctl)),
+                    (None, Some((marker, _)), _) => Some((marker, &mut run_stall)),
+                    (None, None, Some(marker)) => Some((marker, &mut run_restart)),
+                    (None, None, None) => None,
                 };
                 wait(
                     &mut qemu,
@@ -475,6 +450,73 @@ impl Rig {
             elapsed,
             dir,
         })
+    }
+
+    /// Starts the backend `spec` needs on `socket`, its output to `log`
+    /// (`append`: after a previous process's, for a restart).
+    fn spawn_backend(
+        &self,
+        spec: &GuestRun,
+        dir: &Path,
+        socket: &Path,
+        log: &Path,
+        append: bool,
+    ) -> Result<ChildGuard> {
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(log)?;
+        let mut cmd = Command::new(&self.backend);
+        match &spec.spe {
+            None => {
+                cmd.arg("--socket-path").arg(socket);
+            }
+            Some(spe) => {
+                cmd.arg("--qemu-socket")
+                    .arg(socket)
+                    .args(["--cpu", spe.backend_cpu]);
+                if spe.virtualization {
+                    cmd.arg("--el2");
+                }
+                if let Some(rate) = spe.synthetic {
+                    cmd.args(["--synthetic", &rate.to_string()]);
+                }
+                if spe.ctl_when.is_some() {
+                    cmd.arg("--control-socket").arg(ctl_socket(socket));
+                }
+                if let Some(json) = spe.faults {
+                    let file = dir.join("faults.json");
+                    fs::write(&file, json)
+                        .with_context(|| format!("writing {}", file.display()))?;
+                    cmd.arg("--scenario").arg(file);
+                }
+                if let Some(ops) = spe.min_interval {
+                    cmd.args(["--min-interval", &ops.to_string()]);
+                }
+                if spe.record {
+                    cmd.arg("--record").arg(dir.join("records"));
+                }
+                cmd.args(spe.backend_args);
+            }
+        }
+        ChildGuard::spawn(
+            "the backend",
+            cmd.arg("--vcpus")
+                .arg(VCPUS.to_string())
+                .env(
+                    "RUST_LOG",
+                    spec.spe
+                        .as_ref()
+                        .and_then(|s| s.log)
+                        .map(str::to_string)
+                        .or_else(|| std::env::var("RUST_LOG").ok())
+                        .unwrap_or_else(|| "info".into()),
+                )
+                .stdout(log.try_clone()?)
+                .stderr(log),
+        )
     }
 
     /// `vhost-device-spe report --json` of the run's records into
@@ -681,7 +723,7 @@ fn wait(
     timeout: Duration,
     console: &Path,
     kill_backend_when: Option<&str>,
-    mut ctl_when: Option<(&str, &mut dyn FnMut())>,
+    mut ctl_when: Option<(&str, &mut dyn FnMut(Option<&mut ChildGuard>))>,
 ) -> Result<Ending> {
     let deadline = Instant::now() + timeout;
     let mut injected = false;
@@ -697,7 +739,7 @@ fn wait(
             .is_some_and(|(marker, _)| read_lossy(console).contains(marker))
         {
             if let Some((_, run)) = ctl_when.take() {
-                run();
+                run(backend.as_deref_mut());
             }
         }
         if let Some(st) = qemu.try_wait()? {

@@ -296,6 +296,21 @@ pub fn all() -> Vec<Scenario> {
                 ..SpeRun::new("neoverse-n1")
             }),
         },
+        // Issue 20: a backend killed while perf records and started again
+        // on the same socket: QEMU reconnects, restores the registers and
+        // the loss shows as TRUNCATED|PARTIAL AUX data; SPE works on.
+        Scenario {
+            name: "spe-backend-restart",
+            guest: "spe-restart",
+            backend: true,
+            timeout: Duration::from_secs(240),
+            expect: Expect::Pass(check_restart),
+            kill_backend_when: None,
+            spe: Some(SpeRun {
+                restart_when: Some("SPE-RESTART-NOW"),
+                ..SpeRun::new("neoverse-n1")
+            }),
+        },
         // The same with virtualization=on: spe-qemu must give the backend
         // --el2, or the VHE kernel dies before its console.
         Scenario {
@@ -785,10 +800,42 @@ fn check_stall(out: &RunOutput) -> Result<(), String> {
         errs.push("the backend was never stopped".to_string());
     }
     let qemu = std::fs::read_to_string(out.dir.join("qemu.stderr.log")).unwrap_or_default();
-    if qemu.contains("SPE is disabled") {
+    if qemu.contains("SPE is off") {
         errs.push(format!("QEMU dropped the backend: {}", qemu.trim()));
     }
     for key in ["stall_records", "after_records"] {
+        match out.result(key).and_then(|n| n.parse::<u64>().ok()) {
+            Some(n) if n > 0 => {}
+            n => errs.push(format!("{key} {n:?}")),
+        }
+    }
+    if out.result("bad") != Some("0") {
+        errs.push(format!("decoder errors: {:?}", out.result("bad")));
+    }
+    verdict(errs)
+}
+
+/// The backend was killed and started again; QEMU said so once and
+/// reconnected; the recording it happened in has AUX data flagged
+/// TRUNCATED and PARTIAL (the data loss reported, not silence), and the
+/// next recording decodes with records.
+fn check_restart(out: &RunOutput) -> Result<(), String> {
+    let mut errs = Vec::new();
+    let restart = std::fs::read_to_string(out.dir.join("restart.log")).unwrap_or_default();
+    if !restart.starts_with("backend killed and started again") {
+        errs.push(format!("the backend was not restarted: {restart:?}"));
+    }
+    let qemu = std::fs::read_to_string(out.dir.join("qemu.stderr.log")).unwrap_or_default();
+    for (text, want) in [("SPE is off until", 1), ("reconnected", 1)] {
+        let n = qemu.matches(text).count();
+        if n != want {
+            errs.push(format!("QEMU said {text:?} {n} times, not {want}"));
+        }
+    }
+    if !out.backend_log.contains("registers restored") {
+        errs.push("QEMU restored no vCPU's registers in the new backend".into());
+    }
+    for key in ["aux_truncated", "aux_partial", "after_records"] {
         match out.result(key).and_then(|n| n.parse::<u64>().ok()) {
             Some(n) if n > 0 => {}
             n => errs.push(format!("{key} {n:?}")),

@@ -85,6 +85,23 @@ spe_table() {
     spe_bad=$(grep -ciE 'bad packet|decoder error|failed to decode' "$1.dump")
 }
 
+# spe_aux_flags DUMP: the flags the driver gave each piece of AUX data in
+# `perf report -D` output (" PERF_RECORD_AUX offset: 0x0 size: 0x1fd8
+# flags: 0x5 [TP]"), as "aux_records=N aux_first_size=S aux_truncated=N
+# aux_partial=N aux_collision=N"; shows the first five such lines.
+spe_aux_flags() {
+    grep 'PERF_RECORD_AUX ' "$1" | head -n 5 >&2
+    grep 'PERF_RECORD_AUX ' "$1" | awk '
+    function hex(s,  i, v) {
+        v = 0; sub(/^0x/, "", s)
+        for (i = 1; i <= length(s); i++) v = v * 16 + index("0123456789abcdef", substr(s, i, 1)) - 1
+        return v
+    }
+    { for (i = 1; i < NF; i++) { if ($i == "size:") s = $(i + 1); if ($i == "flags:") f = hex($(i + 1)) } }
+    { n++; if (n == 1) first = s; if (f % 2) t++; if (int(f / 4) % 2) p++; if (int(f / 8) % 2) c++ }
+    END { printf "aux_records=%d aux_first_size=%s aux_truncated=%d aux_partial=%d aux_collision=%d\n", n, first, t, p, c }'
+}
+
 # spe_syms DATA: DATA.syms, the symbol of each sampled PC as perf resolves
 # it (`0xPC SYMBOL`, the PC as DATA.tab writes it: perf script
 # sign-extends kernel PCs, the PC packet holds 56 bits), from perf
