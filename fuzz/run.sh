@@ -10,7 +10,7 @@ set -eu
 cd "$(dirname "$0")"
 secs=${1:-10}
 [ $# -gt 0 ] && shift
-targets=${*:-"channel_message sampled_op virtio packet_decode ring_consumer translation_walk channel_session control_request"}
+targets=${*:-"channel_message sampled_op virtio packet_decode ring_consumer translation_walk channel_session channel_restore control_request"}
 triple=$(rustc -vV | sed -n 's/^host: //p')
 export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4 \
 -Cllvm-args=-sanitizer-coverage-inline-8bit-counters -Cllvm-args=-sanitizer-coverage-pc-table \

@@ -212,6 +212,81 @@ pub fn channel_session(data: &[u8]) {
     );
 }
 
+/// The reconnect handshake (QEMU coming back to a restarted backend):
+/// HELLO and guest RAM, then a ring handed over again that holds whatever
+/// the previous process, or a broken peer, left in it (the input, after
+/// the header), then RESTORE of the input's registers and a register read
+/// on a vCPU the first byte picks (2: every vCPU). Bit 1 of the first
+/// byte sends the rest as RESTORE's raw payload instead. The daemon must
+/// answer or drop the connection, and serve the next one.
+pub fn channel_restore(data: &[u8]) {
+    static SERVER: OnceLock<qemu::Handle> = OnceLock::new();
+    let h = SERVER.get_or_init(|| {
+        // SAFETY: setting a signal disposition to SIG_IGN (see above).
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+        let path: PathBuf =
+            std::env::temp_dir().join(format!("spe-fuzz-restore-{}.sock", std::process::id()));
+        let mut cfg = qemu::Config::new(Features::default());
+        // A small ring: one is created per input.
+        cfg.ring_slots = 16;
+        qemu::spawn(&path, cfg).expect("server starts")
+    });
+    let (&first, rest) = data.split_first().unwrap_or((&0, &[]));
+    let mut c = qemu::client::Client::connect(h.path()).expect("server accepts");
+    let hello = c.hello(2).expect("HELLO on a fresh connection");
+    let layout = Layout {
+        vcpus: 2,
+        slots: hello.ring_slots,
+    };
+    let ram = crate::shm::sealed_memfd("guest", 64 << 10).expect("a memfd");
+    let region = MemRegion {
+        gpa: 0,
+        size: 64 << 10,
+        fd_offset: 0,
+    };
+    c.set_mem_table(&[(region, &ram)]).expect("memory table");
+    let (ring, _producer) = crate::ring::Producer::create(layout).expect("a ring");
+    let room = layout.size().saturating_sub(HEADER_SIZE);
+    let left = &rest[..rest.len().min(room)];
+    std::os::unix::fs::FileExt::write_all_at(&ring, left, HEADER_SIZE as u64).expect("ring write");
+    let eventfd = || vmm_sys_util::eventfd::EventFd::new(libc::EFD_NONBLOCK).expect("an eventfd");
+    let (doorbell, irq) = (eventfd(), eventfd());
+    let vcpu = [0, 1, ALL_VCPUS][usize::from(first >> 2) % 3];
+    let regs: Vec<(u32, u64)> = rest
+        .chunks_exact(12)
+        .take(Restore::MAX_ENTRIES)
+        .map(|c| {
+            let enc = u32::from_le_bytes(c[..4].try_into().expect("4 bytes"));
+            let value = u64::from_le_bytes(c[4..].try_into().expect("8 bytes"));
+            // Mostly SPE registers: the low 6 bits of the op2/CRm choose.
+            (0xC4C8 | (enc & 0x3F), value)
+        })
+        .collect();
+    let served = c
+        .set_ring(layout.size() as u64, &ring, &doorbell, &irq)
+        .and_then(|_| {
+            if first & 2 != 0 {
+                let raw = &rest[..rest.len().min(MAX_PAYLOAD as usize)];
+                let mut m = Header::request(MsgType::Restore, vcpu, raw.len())
+                    .to_bytes()
+                    .to_vec();
+                m.extend_from_slice(raw);
+                c.send_raw(&m, &[])?;
+                c.recv().map(|_| ())
+            } else {
+                c.restore(vcpu, &regs).map(|_| ())
+            }
+        })
+        .and_then(|()| c.read(0, SysReg::PmbsrEl1).map(|_| ()));
+    // Dropped is a defined outcome; a hang or a dead daemon is not.
+    drop((served, c));
+    let mut next = qemu::client::Client::connect(h.path()).expect("server still accepts");
+    assert_eq!(
+        next.hello(1).expect("server still serves").status,
+        Status::OK
+    );
+}
+
 fn programmed_spu() -> (Spu, GuestMemoryMmap<()>) {
     let mem = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 64 << 10)])
         .expect("anonymous guest memory");

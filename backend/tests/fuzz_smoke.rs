@@ -327,6 +327,40 @@ fn channel_session() {
 }
 
 #[test]
+fn channel_restore() {
+    let reg = |enc: u32, v: u64| {
+        let mut b = enc.to_le_bytes().to_vec();
+        b.extend_from_slice(&v.to_le_bytes());
+        b
+    };
+    // Zeroed leftovers with well-formed registers; garbage leftovers; a
+    // raw RESTORE payload for every vCPU.
+    let mut good = vec![0u8];
+    for (enc, v) in [(0xC4D1, 0x1000), (0xC4D0, 0x9001), (0xC4C8, 0b11_0011)] {
+        good.extend(reg(enc, v));
+    }
+    good.resize(512, 0);
+    let garbage: Vec<u8> = (0..600u32).map(|i| (i * 37 % 251) as u8).collect();
+    let raw = [
+        vec![2 | 2 << 2],
+        Restore {
+            regs: vec![(0xC4D3, 1)],
+        }
+        .to_bytes(),
+    ]
+    .concat();
+    run(
+        "channel_restore",
+        9,
+        500,
+        Duration::from_secs(1),
+        vec![good, garbage, raw],
+        1024,
+        f::channel_restore,
+    );
+}
+
+#[test]
 fn control_request() {
     let seeds = [
         r#"{"execute":"query-spu","arguments":{"vcpu":1},"id":1}"#,

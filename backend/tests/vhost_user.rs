@@ -46,10 +46,34 @@ struct Daemon {
 
 impl Daemon {
     fn start(name: &str, args: &[&str]) -> Daemon {
+        let d = Daemon::spawn(name, args, None);
+        d.wait_for(|| d.sock.exists(), "socket to appear");
+        d
+    }
+
+    /// Starts the daemon, with at most `nofile` open descriptors if given.
+    fn spawn(name: &str, args: &[&str], nofile: Option<u64>) -> Daemon {
+        use std::os::unix::process::CommandExt;
         let base = std::env::temp_dir().join(format!("spe-vhu-{}-{name}", std::process::id()));
         let sock = base.with_extension("sock");
         let log = base.with_extension("log");
-        let child = Command::new(BIN)
+        let mut cmd = Command::new(BIN);
+        if let Some(n) = nofile {
+            let lim = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            // SAFETY: setrlimit is async-signal-safe and `lim` is copied.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = cmd
             .arg("--socket-path")
             .arg(&sock)
             .args(args)
@@ -58,9 +82,7 @@ impl Daemon {
             .stderr(File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let d = Daemon { child, sock, log };
-        d.wait_for(|| d.sock.exists(), "socket to appear");
-        d
+        Daemon { child, sock, log }
     }
 
     fn log(&self) -> String {
@@ -214,6 +236,76 @@ fn sigterm_removes_the_socket() {
     assert!(status.success(), "{status:?}");
     assert!(!d.sock.exists());
     assert!(d.log().contains("shutting down"));
+}
+
+/// A listener that cannot go on (accept or the per-connection daemon
+/// failing for want of descriptors) ends the process with a non-zero
+/// status and both sockets removed, instead of leaving it up and deaf.
+/// The descriptor limits tried span the daemon's idle use: some let it
+/// start and then fail at the first front end.
+#[test]
+fn a_failed_listener_ends_the_process_with_its_sockets_removed() {
+    let idle = {
+        let q = std::env::temp_dir().join(format!("spe-vhu-{}-fd-count.qsock", std::process::id()));
+        let d = Daemon::start("fd-count", &["--qemu-socket", q.to_str().unwrap()]);
+        let n = std::fs::read_dir(format!("/proc/{}/fd", d.child.id()))
+            .unwrap()
+            .count() as u64;
+        drop(d);
+        n
+    };
+    let mut failed = 0;
+    for limit in idle.saturating_sub(2)..idle + 4 {
+        let name = format!("nofile-{limit}");
+        let qsock =
+            std::env::temp_dir().join(format!("spe-vhu-{}-{name}.qsock", std::process::id()));
+        let mut d = Daemon::spawn(
+            &name,
+            &["--qemu-socket", qsock.to_str().unwrap()],
+            Some(limit),
+        );
+        let start = Instant::now();
+        while !d.sock.exists() && d.child.try_wait().unwrap().is_none() {
+            assert!(
+                start.elapsed() < TIMEOUT,
+                "limit {limit}: daemon hung starting"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if !d.sock.exists() {
+            eprintln!("limit {limit}: cannot start");
+            continue; // too few descriptors to start at all: a plain error
+        }
+        if let Ok(mut fe) = Frontend::connect(&d.sock, NUM_QUEUES as u64) {
+            let _ = fe.set_owner();
+            let _ = fe.get_features();
+        }
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = d.child.try_wait().unwrap() {
+                break Some(s);
+            }
+            if start.elapsed() > Duration::from_millis(1500) {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let Some(status) = status else {
+            eprintln!("limit {limit}: serves");
+            continue; // enough descriptors to serve: nothing failed
+        };
+        eprintln!("limit {limit}: the listener failed ({status})");
+        failed += 1;
+        let log = d.log();
+        assert!(!status.success(), "limit {limit}: {status:?}\n{log}");
+        assert!(
+            log.contains("exiting: the vhost-user listener failed"),
+            "{log}"
+        );
+        assert!(!d.sock.exists(), "limit {limit}: vhost-user socket left");
+        assert!(!qsock.exists(), "limit {limit}: QEMU channel socket left");
+    }
+    assert!(failed > 0, "no descriptor limit made the listener fail");
 }
 
 const MEM_SIZE: usize = 0x40_0000;
