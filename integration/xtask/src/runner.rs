@@ -400,7 +400,6 @@ impl Rig {
                     let _ = fs::write(dir.join("restart.log"), text);
                 };
                 // A scenario uses at most one of them.
-                type OnMarker<'a> = &'a mut dyn FnMut(Option<&mut ChildGuard>);
                 let on_marker: Option<(&str, OnMarker)> = match (ctl, stall, restart) {
                     (Some((marker, _)), _, _) => Some((marker, &mut run_ctl)),
                     (None, Some((marker, _)), _) => Some((marker, &mut run_stall)),
@@ -717,13 +716,17 @@ fn read_lossy(p: &Path) -> String {
 
 /// Polls QEMU (and the backend) until QEMU exits, the backend dies, or the
 /// timeout passes; QEMU is killed on the last two.
+/// What the runner does once the console shows a scenario's marker, given
+/// the backend (which it may replace).
+type OnMarker<'a> = &'a mut dyn FnMut(Option<&mut ChildGuard>);
+
 fn wait(
     qemu: &mut ChildGuard,
     mut backend: Option<&mut ChildGuard>,
     timeout: Duration,
     console: &Path,
     kill_backend_when: Option<&str>,
-    mut ctl_when: Option<(&str, &mut dyn FnMut(Option<&mut ChildGuard>))>,
+    mut ctl_when: Option<(&str, OnMarker)>,
 ) -> Result<Ending> {
     let deadline = Instant::now() + timeout;
     let mut injected = false;
