@@ -276,7 +276,7 @@ fn a_failed_listener_ends_the_process_with_its_sockets_removed() {
             eprintln!("limit {limit}: cannot start");
             continue; // too few descriptors to start at all: a plain error
         }
-        if let Ok(mut fe) = Frontend::connect(&d.sock, NUM_QUEUES as u64) {
+        if let Ok(fe) = Frontend::connect(&d.sock, NUM_QUEUES as u64) {
             let _ = fe.set_owner();
             let _ = fe.get_features();
         }
