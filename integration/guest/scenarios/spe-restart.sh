@@ -6,9 +6,9 @@
 # recording in the same guest decodes, with records.
 . /scenarios/lib/spe.sh
 d=/tmp/restart.data
-# A long period: eight seconds of records at the default one take
+# A long period: seconds of records at the default one take
 # minutes to decode under emulation.
-perf record -e arm_spe_0/ts_enable=1,period=65536/ -o $d -- spe-workload 0 6 > $d.log 2>&1 &
+perf record -e arm_spe_0/ts_enable=1,period=65536/ -o $d -- spe-workload 0 3 > $d.log 2>&1 &
 pid=$!
 # perf writes its file's header when it starts recording.
 while [ ! -s $d ] && kill -0 $pid 2> /dev/null; do sleep 0.2; done
