@@ -46,7 +46,9 @@ struct Cli {
 #[command(group(ArgGroup::new("sockets").required(true).multiple(true)
     .args(["socket_path", "qemu_socket"])))]
 struct ServeArgs {
-    /// Unix socket to listen on for the vhost-user front end (replaced if it exists).
+    /// Unix socket to listen on for the vhost-user front end (replaced if it
+    /// exists). One front end is served at a time; one that asks for no
+    /// features within 5 s is dropped.
     #[arg(long, value_name = "PATH")]
     socket_path: Option<PathBuf>,
 

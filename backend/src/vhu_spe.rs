@@ -154,6 +154,8 @@ pub struct VhostUserSpeBackend {
     handed_out: std::sync::Mutex<Vec<RawFd>>,
     /// The control socket's hub, when this device serves it.
     control: Option<Arc<Hub>>,
+    /// The front end asked for the features (QEMU's first request).
+    negotiated: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl VhostUserSpeBackend {
@@ -187,6 +189,7 @@ impl VhostUserSpeBackend {
             exit_notifier,
             handed_out: std::sync::Mutex::new(Vec::new()),
             control: None,
+            negotiated: Arc::default(),
         })
     }
 
@@ -573,6 +576,8 @@ impl VhostUserBackendMut for VhostUserSpeBackend {
     }
 
     fn features(&self) -> u64 {
+        self.negotiated
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         (1 << VIRTIO_F_VERSION_1)
             | (1 << VIRTIO_RING_F_EVENT_IDX)
             | VhostUserVirtioFeatures::PROTOCOL_FEATURES.bits()
@@ -672,13 +677,41 @@ impl VhostUserBackendMut for VhostUserSpeBackend {
     }
 }
 
+/// How long a vhost-user front end may take to ask for the features (QEMU
+/// does at once) before it is dropped.
+pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Drops the connection behind `h` unless `negotiated` is set within
+/// [`HANDSHAKE_TIMEOUT`]; ends early when the returned sender is dropped.
+fn handshake_watchdog(
+    h: vhost_user_backend::ShutdownHandle,
+    negotiated: Arc<std::sync::atomic::AtomicBool>,
+) -> io::Result<(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>)> {
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    let (done, wait) = channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("vhu-handshake".into())
+        .spawn(move || {
+            let expired = wait.recv_timeout(HANDSHAKE_TIMEOUT) == Err(RecvTimeoutError::Timeout);
+            if expired && !negotiated.load(std::sync::atomic::Ordering::Relaxed) {
+                warn!(
+                    "vhost-user front end asked for no features within {} s; dropping it",
+                    HANDSHAKE_TIMEOUT.as_secs()
+                );
+                h.shutdown();
+            }
+        })?;
+    Ok((done, thread))
+}
+
 /// Serves one front end after another on `listener`, forever.
 ///
 /// Each connection gets a fresh backend and daemon, so every VM starts with
 /// reset SPUs; dropping the daemon after a disconnect stops its worker
 /// threads. A connection that fails (garbage on the socket, a bad message)
-/// is logged and closed, and the next one is accepted. Returns only if
-/// accepting fails. `synthetic` is the `--synthetic` rate, if any.
+/// is logged and closed, and the next one is accepted; one that asks for
+/// no features within [`HANDSHAKE_TIMEOUT`] is dropped, so a silent client
+/// cannot keep later VMs out. Returns only if accepting fails. `synthetic` is the `--synthetic` rate, if any.
 pub fn serve(
     listener: &mut vhost::vhost_user::Listener,
     num_vcpus: u32,
@@ -713,6 +746,15 @@ pub fn serve(
             .start(listener)
             .map_err(|e| io::Error::other(format!("cannot accept a connection: {e}")))?;
         info!("vhost-user connection accepted");
+        let negotiated = backend
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .negotiated
+            .clone();
+        let watchdog = daemon
+            .shutdown_handle()
+            .map(|h| handshake_watchdog(h, negotiated))
+            .transpose()?;
         backend
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -758,6 +800,10 @@ pub fn serve(
         let ended = daemon.wait();
         if let Some(hub) = control_on {
             hub.detach();
+        }
+        if let Some((done, thread)) = watchdog {
+            drop(done);
+            let _ = thread.join();
         }
         match ended {
             Ok(())

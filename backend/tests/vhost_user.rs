@@ -214,6 +214,37 @@ fn garbage_on_the_socket_is_survived() {
     assert!(!d.log().contains("panicked"));
 }
 
+/// A client that connects and says nothing is dropped after 5 s, and the
+/// front end that queued behind it is served.
+#[test]
+fn a_silent_client_does_not_block_the_next_front_end() {
+    let d = Daemon::start("silent", &[]);
+    let mut silent = UnixStream::connect(&d.sock).unwrap();
+    d.wait_log("vhost-user connection accepted", 1);
+    let start = Instant::now();
+    let next = std::thread::spawn({
+        let sock = d.sock.clone();
+        move || {
+            let mut fe = Frontend::connect(&sock, NUM_QUEUES as u64).unwrap();
+            handshake(&mut fe);
+            read_config(&mut fe).num_vcpus
+        }
+    });
+    while !next.is_finished() {
+        assert!(
+            start.elapsed() < TIMEOUT,
+            "the front end behind a silent client was never served"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(next.join().unwrap(), 1);
+    assert!(d.log().contains("asked for no features within 5 s"));
+    // The silent one was hung up on.
+    silent.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut b = [0u8; 1];
+    assert_eq!(silent.read(&mut b).unwrap_or(0), 0);
+}
+
 #[test]
 fn sigterm_removes_the_socket() {
     let mut d = Daemon::start("sigterm", &[]);
