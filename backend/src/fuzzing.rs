@@ -170,20 +170,30 @@ pub fn translation_walk(data: &[u8]) {
     let _ = spu.pmbirq();
 }
 
-/// The whole server: the input as one connection's byte stream (after a
-/// HELLO when its first byte is odd). The daemon must survive and serve
-/// the next connection.
-pub fn channel_session(data: &[u8]) {
-    static SERVER: OnceLock<qemu::Handle> = OnceLock::new();
-    let h = SERVER.get_or_init(|| {
+/// The in-process channel server a session target talks to, started on
+/// first use.
+fn server(
+    cell: &'static OnceLock<qemu::Handle>,
+    name: &str,
+    cfg: qemu::Config,
+) -> &'static qemu::Handle {
+    cell.get_or_init(|| {
         // libFuzzer's main is not Rust's: writes to a socket the server
         // closed must fail with EPIPE, not kill the process.
         // SAFETY: setting a signal disposition to SIG_IGN.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
         let path: PathBuf =
-            std::env::temp_dir().join(format!("spe-fuzz-{}.sock", std::process::id()));
-        qemu::spawn(&path, qemu::Config::new(Features::default())).expect("server starts")
-    });
+            std::env::temp_dir().join(format!("spe-fuzz-{name}-{}.sock", std::process::id()));
+        qemu::spawn(&path, cfg).expect("server starts")
+    })
+}
+
+/// The whole server: the input as one connection's byte stream (after a
+/// HELLO when its first byte is odd). The daemon must survive and serve
+/// the next connection.
+pub fn channel_session(data: &[u8]) {
+    static SERVER: OnceLock<qemu::Handle> = OnceLock::new();
+    let h = server(&SERVER, "session", qemu::Config::new(Features::default()));
     let Ok(mut c) = qemu::client::Client::connect(h.path()) else {
         panic!("server stopped accepting");
     };
@@ -221,16 +231,10 @@ pub fn channel_session(data: &[u8]) {
 /// answer or drop the connection, and serve the next one.
 pub fn channel_restore(data: &[u8]) {
     static SERVER: OnceLock<qemu::Handle> = OnceLock::new();
-    let h = SERVER.get_or_init(|| {
-        // SAFETY: setting a signal disposition to SIG_IGN (see above).
-        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-        let path: PathBuf =
-            std::env::temp_dir().join(format!("spe-fuzz-restore-{}.sock", std::process::id()));
-        let mut cfg = qemu::Config::new(Features::default());
-        // A small ring: one is created per input.
-        cfg.ring_slots = 16;
-        qemu::spawn(&path, cfg).expect("server starts")
-    });
+    let mut cfg = qemu::Config::new(Features::default());
+    // A small ring: one is created per input.
+    cfg.ring_slots = 16;
+    let h = server(&SERVER, "restore", cfg);
     let (&first, rest) = data.split_first().unwrap_or((&0, &[]));
     let mut c = qemu::client::Client::connect(h.path()).expect("server accepts");
     let hello = c.hello(2).expect("HELLO on a fresh connection");

@@ -6,20 +6,11 @@
 # recording in the same guest decodes, with records.
 . /scenarios/lib/spe.sh
 d=/tmp/restart.data
-# A long period: seconds of records at the default one take
-# minutes to decode under emulation.
-perf record -e arm_spe_0/ts_enable=1,period=65536/ -o $d -- spe-workload 0 3 > $d.log 2>&1 &
-pid=$!
-# perf writes its file's header when it starts recording.
-while [ ! -s $d ] && kill -0 $pid 2> /dev/null; do sleep 0.2; done
-sleep 1
-echo SPE-RESTART-NOW
-wait $pid
-st=$?
+spe_record_across SPE-RESTART-NOW $d 3
+st=$spe_st
 spe_table $d
 n1=$spe_n bad1=$spe_bad
 aux=$(spe_aux_flags $d.dump)
-dmesg | grep -m 3 -E 'arm_spe_pmu|PMBSR'
 spe_record /tmp/after.data arm_spe_0/ts_enable=1/ -- spe-workload 3 || return
 spe_table /tmp/after.data
 result restart_perf_status=$st restart_records=$n1 after_records=$spe_n bad=$((bad1 + spe_bad)) $aux

@@ -4,16 +4,8 @@
 # this recording and the next one both decode, with records.
 . /scenarios/lib/spe.sh
 d=/tmp/stall.data
-# A long period: eight seconds of records at the default one take
-# minutes to decode under emulation.
-perf record -e arm_spe_0/ts_enable=1,period=65536/ -o $d -- spe-workload 0 6 > $d.log 2>&1 &
-pid=$!
-# perf writes its file's header when it starts recording.
-while [ ! -s $d ] && kill -0 $pid 2> /dev/null; do sleep 0.2; done
-sleep 1
-echo SPE-STALL-NOW
-wait $pid
-st=$?
+spe_record_across SPE-STALL-NOW $d 6
+st=$spe_st
 spe_table $d
 n1=$spe_n bad1=$spe_bad
 spe_record /tmp/after.data arm_spe_0/ts_enable=1/ -- spe-workload 3 || return

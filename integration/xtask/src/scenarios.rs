@@ -803,7 +803,14 @@ fn check_stall(out: &RunOutput) -> Result<(), String> {
     if qemu.contains("SPE is off") {
         errs.push(format!("QEMU dropped the backend: {}", qemu.trim()));
     }
-    for key in ["stall_records", "after_records"] {
+    recorded_on(out, &["stall_records", "after_records"], &mut errs);
+    verdict(errs)
+}
+
+/// Each of `keys` a positive count, and no decoder errors (`bad`): the
+/// recordings around a backend incident decode.
+fn recorded_on(out: &RunOutput, keys: &[&str], errs: &mut Vec<String>) {
+    for key in keys {
         match out.result(key).and_then(|n| n.parse::<u64>().ok()) {
             Some(n) if n > 0 => {}
             n => errs.push(format!("{key} {n:?}")),
@@ -812,7 +819,6 @@ fn check_stall(out: &RunOutput) -> Result<(), String> {
     if out.result("bad") != Some("0") {
         errs.push(format!("decoder errors: {:?}", out.result("bad")));
     }
-    verdict(errs)
 }
 
 /// The backend was killed and started again; QEMU said so once and
@@ -835,15 +841,11 @@ fn check_restart(out: &RunOutput) -> Result<(), String> {
     if !out.backend_log.contains("registers restored") {
         errs.push("QEMU restored no vCPU's registers in the new backend".into());
     }
-    for key in ["aux_truncated", "aux_partial", "after_records"] {
-        match out.result(key).and_then(|n| n.parse::<u64>().ok()) {
-            Some(n) if n > 0 => {}
-            n => errs.push(format!("{key} {n:?}")),
-        }
-    }
-    if out.result("bad") != Some("0") {
-        errs.push(format!("decoder errors: {:?}", out.result("bad")));
-    }
+    recorded_on(
+        out,
+        &["aux_truncated", "aux_partial", "after_records"],
+        &mut errs,
+    );
     verdict(errs)
 }
 

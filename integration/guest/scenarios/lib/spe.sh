@@ -17,6 +17,22 @@ spe_record() {
     return 0
 }
 
+# spe_record_across MARKER DATA SECONDS: perf records `spe-workload 0
+# SECONDS` at a long period (seconds of records at the default one take
+# minutes to decode under emulation) into DATA, output in DATA.log; once
+# perf has started, prints MARKER for the host to act on. Sets spe_st to
+# perf's exit status.
+spe_record_across() {
+    perf record -e arm_spe_0/ts_enable=1,period=65536/ -o "$2" -- spe-workload 0 "$3" > "$2.log" 2>&1 &
+    spe_pid=$!
+    # perf writes its file's header when it starts recording.
+    while [ ! -s "$2" ] && kill -0 $spe_pid 2> /dev/null; do sleep 0.2; done
+    sleep 1
+    echo "$1"
+    wait $spe_pid
+    spe_st=$?
+}
+
 # spe_value FILE KEY: the value of the first KEY=value in FILE.
 spe_value() {
     sed -n "s/.*[[:space:]]$2=\([^[:space:]]*\).*/\1/p" "$1" | head -n 1
