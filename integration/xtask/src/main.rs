@@ -42,6 +42,8 @@ const USAGE: &str = "usage: cargo xtask <command>
   --kernel K         a guest kernel of the matrix: 6.1 (bookworm), 6.12
                      (trixie), 7.3 (trixie-backports); run and demo default
                      to the newest, setup and test to all of them
+  series-build       apply qemu-patches/ one patch at a time to a clean
+                     QEMU and build after each (slow: by hand, not in CI)
   bench-overhead [--runs N] [--pin]
                      time the guest workload with SPE off, on, and sampling;
                      print a markdown table; --pin: QEMU's vCPU 0 thread
@@ -168,6 +170,7 @@ fn real_main(args: &[String]) -> Result<bool> {
             rig.pin_vcpu0 = rest.iter().any(|a| a == "--pin");
             bench::run(&rig, runs)
         }
+        "series-build" => setup::series_build(&Paths::discover()?),
         "scenarios" => {
             for s in scenarios::all() {
                 let on: Vec<&str> = kernels

@@ -257,6 +257,22 @@ pub fn series_key(patch_dir: &Path) -> Result<String> {
     Ok(digest.iter().take(8).map(|b| format!("{b:02x}")).collect())
 }
 
+/// QEMU's configure options: the one target, what the guests use.
+const CONFIGURE: &[&str] = &[
+    "--target-list=aarch64-softmmu",
+    "--enable-plugins",
+    "--disable-docs",
+    "--disable-werror",
+    "--enable-slirp",
+    "--enable-fdt=system",
+    "--enable-capstone",
+    "--disable-download",
+    "--disable-tools",
+    "--disable-guest-agent",
+    "--disable-rust",
+    "--disable-install-blobs",
+];
+
 /// Builds the patched `qemu-system-aarch64` once per patch series.
 /// `SPE_QEMU=/path/to/qemu-system-aarch64` uses that binary instead, for
 /// iterating on a patch in a QEMU tree without a full rebuild per edit.
@@ -318,20 +334,7 @@ fn qemu(paths: &Paths) -> Result<PathBuf> {
                 // The default python3 may be a pyenv build that cannot see
                 // Debian's meson.
                 .arg("--python=/usr/bin/python3")
-                .args([
-                    "--target-list=aarch64-softmmu",
-                    "--enable-plugins",
-                    "--disable-docs",
-                    "--disable-werror",
-                    "--enable-slirp",
-                    "--enable-fdt=system",
-                    "--enable-capstone",
-                    "--disable-download",
-                    "--disable-tools",
-                    "--disable-guest-agent",
-                    "--disable-rust",
-                    "--disable-install-blobs",
-                ]),
+                .args(CONFIGURE),
             &build.join("configure.log"),
         )?;
         step.done("configured");
@@ -355,6 +358,92 @@ fn qemu(paths: &Paths) -> Result<PathBuf> {
     write_atomic(&complete, b"ok\n")?;
     step.done("built");
     Ok(binary)
+}
+
+/// `cargo xtask series-build`: applies `qemu-patches/` one patch at a
+/// time to a clean QEMU tree and builds `qemu-system-aarch64` after each,
+/// so that a patch that does not build on its own is found (a posted
+/// series must bisect). Slow, one build per patch (the first a full one):
+/// run by hand, not by `.ci/run`. Writes a table to
+/// `target/integration/series-build.md`; returns whether every patch built.
+pub fn series_build(paths: &Paths) -> Result<bool> {
+    // The host's packages and the source tarball, as for the real build.
+    setup(paths, &[])?;
+    let tarball = qemu_source(paths)?;
+    let work = paths.target.join("integration").join("series-build");
+    let (src, build) = (work.join("src"), work.join("build"));
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&src)?;
+    fs::create_dir_all(&build)?;
+    run(
+        "unpacking the QEMU source",
+        Command::new("tar")
+            .arg("xf")
+            .arg(&tarball)
+            .arg("-C")
+            .arg(&src)
+            .arg("--strip-components=1"),
+    )?;
+    edk2_placeholders(&src)?;
+    run_logged(
+        "QEMU configure",
+        Command::new(src.join("configure"))
+            .current_dir(&build)
+            .arg("--python=/usr/bin/python3")
+            .args(CONFIGURE),
+        &build.join("configure.log"),
+    )?;
+    let mut patches: Vec<PathBuf> = fs::read_dir(paths.repo.join("qemu-patches"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "patch"))
+        .collect();
+    patches.sort();
+    let mut table = format!(
+        "# qemu-patches/ built one patch at a time on QEMU {QEMU_VERSION}\n\n| patch | builds | seconds |\n|---|---|---|\n"
+    );
+    let mut all = true;
+    for p in &patches {
+        let name = p
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        let step = Step::new(format!("series-build: {name}"));
+        let t = std::time::Instant::now();
+        run(
+            &format!("applying {name}"),
+            Command::new("git")
+                .current_dir(&src)
+                .env("GIT_CEILING_DIRECTORIES", &work)
+                .args(["apply", "-p1", "--whitespace=nowarn"])
+                .arg(p),
+        )?;
+        let log = build.join(format!("{name}.log"));
+        let built = run_logged(
+            &format!("building with {name}"),
+            Command::new("ninja")
+                .current_dir(&build)
+                .arg("qemu-system-aarch64"),
+            &log,
+        )
+        .is_ok();
+        all &= built;
+        let secs = t.elapsed().as_secs();
+        table.push_str(&format!(
+            "| `{name}` | {} | {secs} |\n",
+            if built { "yes" } else { "**no**" }
+        ));
+        step.done(if built {
+            "built"
+        } else {
+            "does not build (see its log)"
+        });
+    }
+    let out = paths.target.join("integration").join("series-build.md");
+    fs::write(&out, &table)?;
+    print!("{table}");
+    eprintln!("==> {} (build logs in {})", out.display(), build.display());
+    Ok(all)
 }
 
 /// Fetches QEMU's upstream tarball through Debian's source package.
