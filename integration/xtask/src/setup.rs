@@ -401,6 +401,7 @@ pub fn series_build(paths: &Paths) -> Result<bool> {
     let mut table = format!(
         "# qemu-patches/ built one patch at a time on QEMU {QEMU_VERSION}\n\n| patch | builds | seconds |\n|---|---|---|\n"
     );
+    let out = paths.target.join("integration").join("series-build.md");
     let mut all = true;
     for p in &patches {
         let name = p
@@ -438,9 +439,9 @@ pub fn series_build(paths: &Paths) -> Result<bool> {
         } else {
             "does not build (see its log)"
         });
+        // Written as it goes: a run stopped half-way keeps its rows.
+        fs::write(&out, &table)?;
     }
-    let out = paths.target.join("integration").join("series-build.md");
-    fs::write(&out, &table)?;
     print!("{table}");
     eprintln!("==> {} (build logs in {})", out.display(), build.display());
     Ok(all)
