@@ -307,18 +307,8 @@ fn qemu(paths: &Paths) -> Result<PathBuf> {
             "QEMU {QEMU_VERSION}: unpacking and applying qemu-patches/"
         ));
         let _ = fs::remove_dir_all(&src);
-        fs::create_dir_all(&src)?;
-        run(
-            "unpacking the QEMU source",
-            Command::new("tar")
-                .arg("xf")
-                .arg(&tarball)
-                .arg("-C")
-                .arg(&src)
-                .arg("--strip-components=1"),
-        )?;
+        unpack(&tarball, &src)?;
         apply_series(&patch_dir, &src)?;
-        edk2_placeholders(&src)?;
         write_atomic(&src_ok, b"ok\n")?;
         step.done("ready");
     }
@@ -326,17 +316,7 @@ fn qemu(paths: &Paths) -> Result<PathBuf> {
     if !build.join("build.ninja").exists() {
         let step = Step::new("QEMU: configure");
         let _ = fs::remove_dir_all(&build);
-        fs::create_dir_all(&build)?;
-        run_logged(
-            "QEMU configure",
-            Command::new(src.join("configure"))
-                .current_dir(&build)
-                // The default python3 may be a pyenv build that cannot see
-                // Debian's meson.
-                .arg("--python=/usr/bin/python3")
-                .args(CONFIGURE),
-            &build.join("configure.log"),
-        )?;
+        configure(&src, &build)?;
         step.done("configured");
     }
 
@@ -360,6 +340,37 @@ fn qemu(paths: &Paths) -> Result<PathBuf> {
     Ok(binary)
 }
 
+/// Unpacks the QEMU tarball into `src` (created), with the firmware
+/// placeholders its meson wants.
+fn unpack(tarball: &Path, src: &Path) -> Result<()> {
+    fs::create_dir_all(src)?;
+    run(
+        "unpacking the QEMU source",
+        Command::new("tar")
+            .arg("xf")
+            .arg(tarball)
+            .arg("-C")
+            .arg(src)
+            .arg("--strip-components=1"),
+    )?;
+    edk2_placeholders(src)
+}
+
+/// Configures a build of `src` in `build` (created) with [`CONFIGURE`].
+fn configure(src: &Path, build: &Path) -> Result<()> {
+    fs::create_dir_all(build)?;
+    run_logged(
+        "QEMU configure",
+        Command::new(src.join("configure"))
+            .current_dir(build)
+            // The default python3 may be a pyenv build that cannot see
+            // Debian's meson.
+            .arg("--python=/usr/bin/python3")
+            .args(CONFIGURE),
+        &build.join("configure.log"),
+    )
+}
+
 /// `cargo xtask series-build`: applies `qemu-patches/` one patch at a
 /// time to a clean QEMU tree and builds `qemu-system-aarch64` after each,
 /// so that a patch that does not build on its own is found (a posted
@@ -373,26 +384,8 @@ pub fn series_build(paths: &Paths) -> Result<bool> {
     let work = paths.target.join("integration").join("series-build");
     let (src, build) = (work.join("src"), work.join("build"));
     let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&src)?;
-    fs::create_dir_all(&build)?;
-    run(
-        "unpacking the QEMU source",
-        Command::new("tar")
-            .arg("xf")
-            .arg(&tarball)
-            .arg("-C")
-            .arg(&src)
-            .arg("--strip-components=1"),
-    )?;
-    edk2_placeholders(&src)?;
-    run_logged(
-        "QEMU configure",
-        Command::new(src.join("configure"))
-            .current_dir(&build)
-            .arg("--python=/usr/bin/python3")
-            .args(CONFIGURE),
-        &build.join("configure.log"),
-    )?;
+    unpack(&tarball, &src)?;
+    configure(&src, &build)?;
     let mut patches: Vec<PathBuf> = fs::read_dir(paths.repo.join("qemu-patches"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "patch"))
