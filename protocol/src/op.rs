@@ -49,6 +49,9 @@ pub struct SampledOp {
     pub data_pa: u64,
     /// Physical address is valid (`data_pa` was translated).
     pub data_pa_valid: bool,
+    /// A load/store that accessed nothing (an SVE one with no active
+    /// element): its record has no data address.
+    pub no_data_address: bool,
     /// Access size in bytes (loads/stores).
     pub size: u8,
     /// Branch target address.
@@ -81,6 +84,7 @@ impl Default for SampledOp {
             data_va: 0,
             data_pa: 0,
             data_pa_valid: false,
+            no_data_address: false,
             size: 0,
             target: 0,
             events: 0,
@@ -129,6 +133,7 @@ impl SampledOp {
     const F_A: u8 = 1 << 3; // store / cond_select / conditional
     const F_B: u8 = 1 << 4; // indirect
     const F_V: u8 = 1 << 5; // vector structures
+    const F_NO_VA: u8 = 1 << 6; // no data address
 
     /// Encodes: pc u64 | el u8 | flags u8 | class u8 | subclass u8 | size u8 |
     /// pad[3] | data_va u64 | data_pa u64 | target u64 | events u64 |
@@ -158,6 +163,7 @@ impl SampledOp {
             (a, Self::F_A),
             (ind, Self::F_B),
             (vector, Self::F_V),
+            (self.no_data_address, Self::F_NO_VA),
         ] {
             if on {
                 flags |= bit;
@@ -217,6 +223,7 @@ impl SampledOp {
             data_va: u64_at(16),
             data_pa: u64_at(24),
             data_pa_valid: flags & Self::F_PA_VALID != 0,
+            no_data_address: flags & Self::F_NO_VA != 0,
             size: b[12],
             target: u64_at(32),
             events: u64_at(40),
@@ -260,11 +267,12 @@ mod tests {
     prop_compose! {
         fn arb_op()(pc in any::<u64>(), el in 0u8..4, ns in any::<bool>(), nse in any::<bool>(),
             class in arb_class(), data_va in any::<u64>(), data_pa in any::<u64>(),
-            data_pa_valid in any::<bool>(), size in any::<u8>(), target in any::<u64>(),
+            data_pa_valid in any::<bool>(), no_data_address in any::<bool>(),
+            size in any::<u8>(), target in any::<u64>(),
             events in any::<u64>(), lat in any::<[u32; 3]>(), ctx in any::<[u32; 2]>(),
             physical_count in any::<u64>()) -> SampledOp {
             SampledOp { pc, el: El::from_u8(el).unwrap(), ns, nse, class, data_va, data_pa,
-                data_pa_valid, size, target, events, total_latency: lat[0],
+                data_pa_valid, no_data_address, size, target, events, total_latency: lat[0],
                 issue_latency: lat[1], translation_latency: lat[2],
                 contextidr_el1: ctx[0], contextidr_el2: ctx[1], physical_count }
         }

@@ -5,6 +5,7 @@
 //! EL3SDDUndef are not modelled: the front end applies those before asking.
 
 use super::Spu;
+use spe_protocol::packet::events;
 use spe_protocol::regs::*;
 
 type Access<T> = Result<T, AccessOutcome>;
@@ -204,6 +205,9 @@ impl Spu {
             mask |= impdef & 0xFF00_0000;
         }
         mask |= impdef & 0xF000;
+        if v1p1 && f.sve {
+            mask |= events::PARTIAL_PREDICATE | events::EMPTY_PREDICATE;
+        }
         if v1p1 {
             mask |= 1 << 11;
         }

@@ -51,6 +51,9 @@ pub struct Features {
     /// Records of loads carry a Data Source packet (`SPEGetDataSource()`;
     /// encoding in `unpredictable`).
     pub data_source: bool,
+    /// The PE has FEAT_SVE: records of SVE operations carry their vector
+    /// length and predication, and the predicate events (17, 18) exist.
+    pub sve: bool,
 }
 
 impl Features {
@@ -80,23 +83,27 @@ impl Features {
             pmbidr: 0,
             pmu_counters: 6,
             data_source: false,
+            sve: false,
         }
     }
 
-    /// A Neoverse V1-like SPU: FEAT_SPEv1p1 with ERnd.
+    /// A Neoverse V1-like SPU: FEAT_SPEv1p1 with ERnd, on a PE with SVE.
     pub fn neoverse_v1() -> Self {
         Features {
             pmsidr: Self::PMSIDR_BASE | 1 << 5,
+            sve: true,
             ..Self::neoverse_n1()
         }
     }
 
     /// Everything the model implements: FEAT_SPEv1p4 with FnE, EFT, ERnd,
     /// FDS (data-source filtering, and Data Source packets for loads),
-    /// nVM, FEAT_SPE_EXC, FEAT_PMUv3_SS and FEAT_PMUv3_ICNTR.
+    /// nVM, FEAT_SPE_EXC, FEAT_PMUv3_SS and FEAT_PMUv3_ICNTR, on a PE with
+    /// SVE (QEMU's `-cpu max`).
     pub fn max() -> Self {
         Features {
             pms_ver: PmsVer::V1p4,
+            sve: true,
             spe_nvm: true,
             spe_exc: true,
             pmu_ss: true,

@@ -21,6 +21,12 @@ pub enum SpeOpType {
     Other,
 }
 
+/// An "other" operation's payload in the SVE form (`SPEConstructClass()`:
+/// `'0':evl:'1':pred:fp:'0'`).
+fn is_sve_other(subclass: u8) -> bool {
+    subclass & packet::op::OTHER_SVE_SME_MASK == packet::op::OTHER_SVE
+}
+
 /// The operation-type payload bits that make a load/store an atomic with
 /// return (extended form with AT set and the store bit clear).
 fn is_load_atomic(store: bool, subclass: u8) -> bool {
@@ -201,7 +207,7 @@ impl Spu {
         };
         let failed = conditional && op.events & events::NOT_TAKEN != 0;
         let v1p4 = self.features.pms_ver >= PmsVer::V1p4;
-        let width = cu::events_payload_size(v1p4) * 8;
+        let width = cu::events_payload_size(v1p4, self.features.sve) * 8;
         let arch = !events::IMPDEF_MASK & (u64::MAX >> (64 - width));
         let mut e = op.events & arch & !events::NOT_TAKEN;
         if failed {
@@ -286,6 +292,13 @@ impl Spu {
             } if subclass & packet::op::LDST_SUBCLASS_MASK == packet::op::LDST_SIMD_FP => {
                 flags |= if vector { SIMD } else { FP };
             }
+            // SPESampleOpSVEOther(): FP only; its bit 2 is "predicated".
+            OpClass::Other { subclass, .. }
+                if is_sve_other(subclass) && subclass & packet::op::OTHER_FP != 0 =>
+            {
+                flags |= FP;
+            }
+            OpClass::Other { subclass, .. } if is_sve_other(subclass) => {}
             OpClass::Other { subclass, .. } => {
                 if subclass & packet::op::OTHER_FP != 0 {
                     flags |= FP;
@@ -342,6 +355,7 @@ impl Spu {
         if !self.features.data_source
             || !is_load
             || !op.data_pa_valid
+            || op.no_data_address
             || !mem.check_range(GuestAddress(op.data_pa), 1, Permissions::Read)
         {
             return None;
@@ -454,7 +468,7 @@ impl Spu {
                 });
             }
         }
-        if is_ldst {
+        if is_ldst && !op.no_data_address {
             let va = if cu::NON_TBI_TAG_IS_ZERO {
                 op.data_va & 0x00FF_FFFF_FFFF_FFFF
             } else {
@@ -495,10 +509,10 @@ impl Spu {
             } => OpType::Branch(u8::from(conditional) | u8::from(indirect) << 1),
         };
         self.add(Packet::OpType(op_type));
-        let len = if self.features.pms_ver >= PmsVer::V1p4 {
-            PayloadLen::B4
-        } else {
-            PayloadLen::B2
+        let v1p4 = self.features.pms_ver >= PmsVer::V1p4;
+        let len = match cu::events_payload_size(v1p4, self.features.sve) {
+            4 => PayloadLen::B4,
+            _ => PayloadLen::B2,
         };
         self.add(Packet::Events { len, bits: ev });
         let ts = match self.collect_time_stamp(el) {
@@ -520,6 +534,13 @@ impl Spu {
     /// The FP and SIMD bits of an "other" operation's payload, where the
     /// profile records them (unpredictable.rs).
     fn other_subclass(&self, subclass: u8) -> u8 {
+        if is_sve_other(subclass) {
+            return if cu::sve_recorded(self.features.sve) {
+                subclass & !packet::op::OTHER_COND_SELECT
+            } else {
+                0
+            };
+        }
         if cu::other_fp_simd_recorded(self.features.spe_eft()) {
             subclass & (packet::op::OTHER_FP | packet::op::OTHER_ASE)
         } else {

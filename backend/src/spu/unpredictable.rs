@@ -191,9 +191,10 @@ pub const RESTART_LOSS_EVENT: (u64, u64) = (0b00_0000, 0b00_0001);
 pub const NON_TBI_TAG_IS_ZERO: bool = false;
 
 /// `IMPLEMENTATION DEFINED "SPE Events packet payload size"`: 2 bytes, or 4
-/// bytes from FEAT_SPEv1p4 (its events reach bit 25).
-pub const fn events_payload_size(v1p4: bool) -> usize {
-    if v1p4 {
+/// bytes from FEAT_SPEv1p4 (its events reach bit 25) or on a PE with SVE
+/// (the predicate events are bits 17 and 18).
+pub const fn events_payload_size(v1p4: bool, sve: bool) -> usize {
+    if v1p4 || sve {
         4
     } else {
         2
@@ -218,10 +219,32 @@ pub const PREDICTOR_INITIAL_COUNTER: u8 = 2;
 /// records carry only the conditional-select bit. QEMU classifies scalar
 /// floating-point data processing as FP and every Advanced SIMD operation
 /// as SIMD, an Advanced SIMD floating-point one too (not also FP: telling
-/// it apart needs the decoder's full tables); SVE data processing is
-/// plain "other" (no `OtherSVE` class yet).
+/// it apart needs the decoder's full tables).
 pub const fn other_fp_simd_recorded(eft: bool) -> bool {
     eft
+}
+
+/// SVE operations, on a PE with SVE (`SPESampleOpSVEOther()`,
+/// `SPESampleOpSVESMELoadStore()`): QEMU classifies them from their
+/// encoding groups. Loads and stores are exact: EVL, predicated (all but
+/// LDR/STR), gather/scatter. For data processing, "predicated" and the
+/// governing predicate are known for the groups that have one in bits
+/// 12:10 (integer and FP predicated arithmetic, multiply-add, reductions,
+/// unary, SVE2 integer predicated); the other SVE data processing
+/// (permutes, predicate operations, unpredicated forms, and the few
+/// predicated forms outside those groups) is recorded unpredicated. FP is
+/// set for the SVE floating-point groups. EVL is the vector length the
+/// instruction ran with. The data address of a predicated SVE load or
+/// store is its first active element's; one with no active element
+/// accessed nothing: no data address, no L1D, TLB or L2 events.
+///
+/// The predicate events are computed from the governing predicate when
+/// the operation is selected, over the elements of its size: Empty
+/// predicate (18) when none is active, Partial predicate (17) when not all
+/// are, an empty one included (the PMU's SVE_PRED_NOT_FULL_SPEC counts
+/// empty predicates too).
+pub const fn sve_recorded(sve: bool) -> bool {
+    sve
 }
 
 /// `SPEGetDataSourcePayloadSize()`: 2 bytes, as Neoverse cores write it.

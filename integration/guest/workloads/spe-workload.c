@@ -52,6 +52,15 @@
  * (other). Thirteen operations a pass: the default interval (1024, or
  * 1025 between samples) steps through every one of them.
  *
+ * `sve` mode runs a loop of SVE operations, each told apart by its
+ * governing predicate or its data address: `ld1w` with a full predicate
+ * (array + 0x100), with a partial one (the first three words, + 0x200)
+ * and with an empty one (no access), a gather `ld1w` (+ 0x300, word
+ * indices 0, 1, ...), a predicated `fadd` (other, FP, full) and `add`
+ * (partial), an unpredicated `add`, a `st1w` (+ 0x400, full), then
+ * `subs` and `b.ne`: eleven operations a pass. It prints the vector
+ * length in bits first.
+ *
  * `branches` mode runs nothing: it writes the direct branches in and after
  * spe_workload_strided and spe_workload_branchy to FILE, one
  * `0xPC 0xTARGET` line each, decoded from the binary's own code, so that a
@@ -229,6 +238,39 @@ __attribute__((noinline)) void spe_workload_classes(uint8_t *p, uint64_t n)
                        "memory");
 }
 
+/* The sve mode's loop (see the top of the file). */
+__attribute__((noinline)) void spe_workload_sve(uint8_t *p, uint64_t n)
+{
+    if (!n)
+        return;
+    __asm__ volatile(".arch_extension sve\n"
+                     "ptrue p1.s\n"
+                     "mov x9, #3\n"
+                     "whilelo p2.s, xzr, x9\n"
+                     "pfalse p3.b\n"
+                     "index z6.s, #0, #1\n"
+                     "add x10, %[p], #0x100\n"
+                     "add x11, %[p], #0x200\n"
+                     "add x12, %[p], #0x300\n"
+                     "add x13, %[p], #0x400\n"
+                     "1:\n"
+                     "ld1w {z0.s}, p1/z, [x10]\n"
+                     "ld1w {z1.s}, p2/z, [x11]\n"
+                     "ld1w {z7.s}, p3/z, [x11]\n"
+                     "ld1w {z5.s}, p1/z, [x12, z6.s, uxtw #2]\n"
+                     "fadd z2.s, p1/m, z2.s, z0.s\n"
+                     "add z3.s, p2/m, z3.s, z1.s\n"
+                     "add z4.s, z4.s, z5.s\n"
+                     "st1w {z3.s}, p1, [x13]\n"
+                     "subs %[n], %[n], #1\n"
+                     "b.ne 1b\n"
+                     : [n] "+r"(n)
+                     : [p] "r"(p)
+                     : "x9", "x10", "x11", "x12", "x13", "p1", "p2", "p3",
+                       "z0", "z1", "z2", "z3", "z4", "z5", "z6", "z7", "cc",
+                       "memory");
+}
+
 /* The faults mode's loop: a load from the page at @p, which faults the
  * first time, @p to the next page, then the others mode's adds and loop
  * instructions; it starts at the global label spe_workload_faults_loop. */
@@ -365,6 +407,23 @@ static int classes(uint64_t iterations)
            (void *)(uintptr_t)spe_workload_classes);
     fflush(stdout);
     spe_workload_classes(spe_workload_array + STRIDE, iterations);
+    printf("SPE-RESULT workload_iterations=%llu\n",
+           (unsigned long long)iterations);
+    return 0;
+}
+
+/* `sve` mode: ITERATIONS runs of spe_workload_sve's loop. */
+static int sve(uint64_t iterations)
+{
+    uint64_t vl;
+
+    __asm__(".arch_extension sve\nrdvl %0, #8" : "=r"(vl));
+    printf("SPE-RESULT workload_sve_pc=%p workload_sve_vl=%llu "
+           "workload_sve_array=%p\n",
+           (void *)(uintptr_t)spe_workload_sve, (unsigned long long)vl,
+           (void *)spe_workload_array);
+    fflush(stdout);
+    spe_workload_sve(spe_workload_array, iterations);
     printf("SPE-RESULT workload_iterations=%llu\n",
            (unsigned long long)iterations);
     return 0;
@@ -519,6 +578,8 @@ int main(int argc, char **argv)
         return others(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
     if (argc > 1 && !strcmp(argv[1], "classes"))
         return classes(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
+    if (argc > 1 && !strcmp(argv[1], "sve"))
+        return sve(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
     if (argc > 1 && !strcmp(argv[1], "faults"))
         return faults(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
     if (argc > 1 && !strcmp(argv[1], "no-room"))

@@ -221,6 +221,11 @@ pub fn all() -> Vec<Scenario> {
             kill_backend_when: None,
             spe: Some(SpeRun::new("max")),
         },
+        // Issue 21: SVE operations, on the profile of a PE with SVE.
+        Scenario {
+            spe: Some(SpeRun::new("max")),
+            ..proof("spe-sve", proofs::check_spe_sve)
+        },
         Scenario {
             name: "spe-snapshot",
             guest: "spe-snapshot",

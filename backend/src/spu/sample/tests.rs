@@ -734,3 +734,108 @@ fn simd_fp_loads_are_fp_when_scalar_and_simd_when_vector() {
         }
     }
 }
+
+/// `SPESampleOpSVEOther()` and `SPEConstructClass()`'s
+/// `'0':evl:'1':pred:fp:'0'`: on a PE with SVE the payload carries EVL,
+/// PRED and FP, the type filters see FP only (bit 2 is PRED, not SIMD),
+/// and a PE without SVE records a plain "other" operation.
+#[test]
+fn sve_other_operations() {
+    use packet::op::{sve_evl, OTHER_FP, OTHER_SVE, OTHER_SVE_PRED};
+    let m = mem(8 << 20);
+    let fp_pred = OTHER_SVE | sve_evl(256) | OTHER_SVE_PRED | OTHER_FP;
+    let int_unpred = OTHER_SVE | sve_evl(128);
+    for (features, sub, text) in [
+        (Features::max(), fp_pred, "SVE-OTHER EVLEN 256 FP PRED"),
+        (Features::neoverse_v1(), int_unpred, "SVE-OTHER EVLEN 128"),
+        (Features::neoverse_n1(), fp_pred, "OTHER INSN-OTHER"),
+    ] {
+        let (mut spu, _) = linux_spu(&m, features, 16);
+        let SampleOutcome::Written { bytes, .. } = spu.sample(&other(sub), &m) else {
+            panic!("not written")
+        };
+        let t = texts(&spu.read_buffer(BUF_VA, bytes, &m).unwrap());
+        assert!(t.iter().any(|p| p == text), "{t:?}");
+    }
+    let ft = PMSFCR_EL1::FT.mask();
+    // PMSFCR, then kept for the FP predicated and the integer one.
+    let rows: [(u64, [bool; 2]); 3] = [
+        (ft | 1 << 19, [true, false]),
+        (ft | 1 << 20, [false, false]),
+        (ft | 1 << 51, [false, true]),
+    ];
+    for (fcr, kept) in rows {
+        let (mut spu, _) = linux_spu(&m, Features::max(), 16);
+        spu.write_sysreg(SysReg::PmsfcrEl1, fcr).unwrap();
+        for (sub, want) in [fp_pred, int_unpred].into_iter().zip(kept) {
+            let got = matches!(spu.sample(&other(sub), &m), SampleOutcome::Written { .. });
+            assert_eq!(got, want, "PMSFCR {fcr:#x}, subclass {sub:#x}");
+        }
+    }
+}
+
+/// `SPEFilterByEvents()`'s `mask<18:17>` exists with FEAT_SPEv1p1 and
+/// FEAT_SVE: the predicate events are recorded (in a 4-byte Events
+/// payload on Neoverse V1, whose SPEv1p1 would otherwise write 2) and
+/// PMSEVFR_EL1 filters on them; without SVE the bits are RES0.
+#[test]
+fn sve_predicate_events() {
+    let m = mem(8 << 20);
+    let partial = events::RETIRED | events::PARTIAL_PREDICATE;
+    let mut sve_load = load(0x40_0000, 0x1000);
+    sve_load.events |= partial;
+    for (features, mask, text) in [
+        (Features::max(), true, "SVE-PARTIAL-PRED"),
+        (Features::neoverse_v1(), true, "SVE-PARTIAL-PRED"),
+        (Features::neoverse_n1(), false, "RETIRED"),
+    ] {
+        let (mut spu, _) = linux_spu(&m, features, 16);
+        assert_eq!(
+            spu.event_filter_mask() & (events::PARTIAL_PREDICATE | events::EMPTY_PREDICATE),
+            if mask { 3 << 17 } else { 0 }
+        );
+        let SampleOutcome::Written { bytes, .. } = spu.sample(&sve_load, &m) else {
+            panic!("not written")
+        };
+        let t = texts(&spu.read_buffer(BUF_VA, bytes, &m).unwrap());
+        let ev = t.iter().find(|p| p.starts_with("EV ")).expect("events");
+        assert!(ev.contains(text), "{ev}");
+        assert_eq!(ev.contains("SVE-PARTIAL-PRED"), mask, "{ev}");
+    }
+    // PMSEVFR_EL1 = Empty predicate: a partial one is filtered out.
+    let (mut spu, _) = linux_spu(&m, Features::max(), 16);
+    spu.write_sysreg(SysReg::PmsevfrEl1, events::EMPTY_PREDICATE)
+        .unwrap();
+    spu.write_sysreg(SysReg::PmsfcrEl1, PMSFCR_EL1::FE.mask())
+        .unwrap();
+    assert_eq!(spu.sample(&sve_load, &m), SampleOutcome::Filtered);
+    sve_load.events |= events::EMPTY_PREDICATE;
+    assert!(matches!(
+        spu.sample(&sve_load, &m),
+        SampleOutcome::Written { .. }
+    ));
+}
+
+/// An SVE load whose predicate is empty accessed nothing: its record has
+/// the predicate events and no data address (nor data source).
+#[test]
+fn a_load_that_accessed_nothing_has_no_data_address() {
+    let m = mem(8 << 20);
+    let (mut spu, _) = linux_spu(&m, Features::max(), 16);
+    let op = SampledOp {
+        no_data_address: true,
+        events: events::RETIRED | events::PARTIAL_PREDICATE | events::EMPTY_PREDICATE,
+        ..load(0x40_0000, 0x1000)
+    };
+    let SampleOutcome::Written { bytes, .. } = spu.sample(&op, &m) else {
+        panic!("not written")
+    };
+    let t = texts(&spu.read_buffer(BUF_VA, bytes, &m).unwrap());
+    assert!(
+        !t.iter()
+            .any(|p| p.starts_with("VA ") || p.starts_with("PA ")),
+        "{t:?}"
+    );
+    assert!(!t.iter().any(|p| p.starts_with("DATA-SOURCE")), "{t:?}");
+    assert!(t.iter().any(|p| p.contains("SVE-EMPTY-PRED")), "{t:?}");
+}

@@ -46,14 +46,14 @@ spe_kv() {
 # spe_table DATA: decodes DATA with `perf report -D` (into DATA.dump) and
 # writes DATA.tab, one line per SPE record in buffer order:
 #
-#   cpu class op el pc tgt va pa lat ts nt ev ds other
+#   cpu class op el pc tgt va pa lat ts nt ev ds other ldst
 #
 # cpu: the AUX buffer's CPU; class: LD, ST, B or the operation-type
 # packet's first word; op: that packet's whole text joined by '-' (e.g.
 # B-COND); el: the PC packet's EL; lat: the total latency; nt: 1 when the
 # events have NOT-TAKEN; ev: the events packet's names joined by '-';
 # ds: the data-source packet's value; other: an "other" operation-type
-# packet's payload byte in hex;
+# packet's payload byte in hex; ldst: a load/store one's, the same;
 # '-' for an absent packet. Sets spe_n (records)
 # and spe_bad (decoder errors).
 spe_table() {
@@ -63,9 +63,9 @@ spe_table() {
     # latency, operation type, events, data source, timestamp, end) by
     # header byte.
     grep -E 'PERF_RECORD_AUXTRACE |^\.  [0-9a-f]{8}:  (b[0-3]|98|4[89a]|[4-7]2|[45]3|71|01) ' "$1.dump" | awk '
-    function reset() { cls = op = el = pc = tgt = va = pa = lat = ts = ev = ds = other = "-"; nt = 0 }
+    function reset() { cls = op = el = pc = tgt = va = pa = lat = ts = ev = ds = other = ldst = "-"; nt = 0 }
     function emit() {
-        print cpu, cls, op, el, pc, tgt, va, pa, lat, ts, nt, ev, ds, other
+        print cpu, cls, op, el, pc, tgt, va, pa, lat, ts, nt, ev, ds, other, ldst
         reset()
     }
     BEGIN { reset(); cpu = "-" }
@@ -78,6 +78,7 @@ spe_table() {
         # the decoded text.
         hdr = $3
         if (hdr == "48") other = $4
+        if (hdr == "49") ldst = $4
         $0 = substr($0, 63)
         if (hdr == "48" || hdr == "49" || hdr == "4a") {
             cls = $1
