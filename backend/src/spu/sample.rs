@@ -360,7 +360,11 @@ impl Spu {
         {
             return None;
         }
-        Some(if op.events & events::L1D_REFILL != 0 {
+        Some(if op.events & events::LLC_MISS != 0 {
+            cu::DATA_SOURCE_DRAM
+        } else if op.events & events::L2D_MISS != 0 {
+            cu::DATA_SOURCE_SYSTEM_CACHE
+        } else if op.events & events::L1D_REFILL != 0 {
             cu::DATA_SOURCE_L2
         } else {
             cu::DATA_SOURCE_L1D

@@ -253,11 +253,30 @@ pub const DATA_SOURCE_PAYLOAD_BYTES: usize = 2;
 /// `SPEGetDataSource()`'s encoding, IMPLEMENTATION DEFINED: Neoverse's
 /// (which perf decodes for the Neoverse MIDRs it lists), from what QEMU
 /// knows about the access. A load that hit L1 is L1D (0); one its events
-/// say refilled L1 from L2 (L1D-REFILL, L2D-ACCESS) is L2 (8). Stores get
-/// no data source, loads of memory outside guest RAM neither.
+/// say refilled L1 from L2 (L1D-REFILL, L2D-ACCESS) is L2 (8); one that
+/// missed L2 too (L2D-MISS, LLC-ACCESS) is the system cache (11), and one
+/// that missed that as well (LLC-MISS) is DRAM (14). Stores get no data
+/// source, loads of memory outside guest RAM neither.
 pub const DATA_SOURCE_L1D: u16 = 0x0;
 /// See [`DATA_SOURCE_L1D`].
 pub const DATA_SOURCE_L2: u16 = 0x8;
+/// See [`DATA_SOURCE_L1D`].
+pub const DATA_SOURCE_SYSTEM_CACHE: u16 = 0xb;
+/// See [`DATA_SOURCE_L1D`].
+pub const DATA_SOURCE_DRAM: u16 = 0xe;
+
+// The events QEMU's sampler can give an operation, and so the ones its
+// records carry: RETIRED; for loads and stores L1D-ACCESS, TLB-ACCESS,
+// L1D-REFILL with L2D-ACCESS (one in 32), L2D-MISS with LLC-ACCESS (one
+// in 64), LLC-REFILL (one in 256), TLB-REFILL where QEMU's TLB missed,
+// ALIGNMENT where the access crosses a 64-byte cache line; NOT-TAKEN
+// for a failed condition, MISPRED from the predictor, and the SVE
+// predicate events. Never: EXCEPTION-GEN, REMOTE-ACCESS (one NUMA node),
+// HITM, LFB and SNOOPED (no other cores' caches are modelled) and TXN.
+// PMSEVFR_EL1 still filters on all the architecture defines for the
+// profile (`SPEFilterByEvents()`'s mask is the PE's features, not what
+// happens); a filter on one of these keeps no record, as on a core
+// where the event does not occur.
 
 /// `IMPLEMENTATION DEFINED "SPE mask"`: no IMPLEMENTATION DEFINED events
 /// are filterable; PMSEVFR_EL1 bits outside the architectural mask are

@@ -14,7 +14,8 @@ iters=${spe_attr_iterations:-100000}
 # payload (fpother) or the SIMD bit (simdother) apart, and the SIMD&FP
 # loads/stores of vector structures (ldvec, stvec) apart from the scalar
 # ones (ldsimd, stsimd), those with L1D-REFILL (evrefill),
-# L1D-ACCESS (evl1d) and MISPRED (evmispred) events, and the loads (atomics included) with data
+# L1D-ACCESS (evl1d), MISPRED (evmispred), ALIGNMENT (evalign) and
+# LLC-ACCESS (evllc) events, and the loads (atomics included) with data
 # source 0 (dsl1: L1D in the backend's encoding) and 8 (dsl2: L2)
 # (key=value).
 spe_attr_classes() {
@@ -38,6 +39,8 @@ spe_attr_classes() {
         if ($12 ~ /(^|-)L1D-REFILL(-|$)/) refill++
         if ($12 ~ /(^|-)L1D-ACCESS(-|$)/) l1d++
         if ($12 ~ /(^|-)MISPRED(-|$)/) mispred++
+        if ($12 ~ /(^|-)ALIGNMENT(-|$)/) align++
+        if ($12 ~ /(^|-)LLC-ACCESS(-|$)/) llc++
         if ($2 == "LD" || c == "atomic") {
             if ($13 == "0") dsl1++
             else if ($13 == "8") dsl2++
@@ -49,8 +52,8 @@ spe_attr_classes() {
             n["brnt"], n["other"]
         printf "fpother=%d simdother=%d ldvec=%d stvec=%d ", n["fpother"],
             n["simdother"], n["ldvec"], n["stvec"]
-        printf "evrefill=%d evl1d=%d evmispred=%d dsl1=%d dsl2=%d\n", refill, l1d, mispred,
-            dsl1, dsl2
+        printf "evrefill=%d evl1d=%d evmispred=%d evalign=%d evllc=%d dsl1=%d dsl2=%d\n",
+            refill, l1d, mispred, align, llc, dsl1, dsl2
     }' "$1.tab"
 }
 
@@ -97,6 +100,8 @@ inv_event_filter_not_taken|branch_filter=1,inv_event_filter=0x40
 inv_data_src_filter|inv_data_src_filter=0x1
 event_filter_mispred|event_filter=0x80
 inv_event_filter_mispred|branch_filter=1,inv_event_filter=0x80
+event_filter_alignment|event_filter=0x800
+event_filter_llc|event_filter=0x100
 EOF
 
 spe_irqs() {

@@ -46,11 +46,12 @@
  *
  * `classes` mode runs a loop with one operation of each class SPE's type
  * and event filters tell apart: a general-purpose and a SIMD&FP load and
- * store, a conditional branch never taken (NOT-TAKEN), a taken one,
- * a scalar floating-point `fadd` (other, FP), an Advanced SIMD `add`
- * (other, SIMD), a vector-structure `ld1` and `st1` (SIMD) and `subs`
- * (other). Thirteen operations a pass: the default interval (1024, or
- * 1025 between samples) steps through every one of them.
+ * store, a general-purpose load across a cache line (ALIGNMENT), a
+ * conditional branch never taken (NOT-TAKEN), a taken one, a scalar
+ * floating-point `fadd` (other, FP), an Advanced SIMD `add` (other,
+ * SIMD), a vector-structure `ld1` and `st1` (SIMD) and `subs` (other).
+ * Fourteen operations a pass: the default interval (1024, or 1025
+ * between samples) steps through every one of them.
  *
  * `sve` mode runs a loop of SVE operations, each told apart by its
  * governing predicate or its data address: `ld1w` with a full predicate
@@ -218,6 +219,7 @@ __attribute__((noinline)) void spe_workload_classes(uint8_t *p, uint64_t n)
         return;
     __asm__ volatile("1:\n"
                      "ldr x9, [%[p]]\n"
+                     "ldur x11, [%[p], #60]\n"
                      "ldr q0, [%[p], #16]\n"
                      "str x9, [%[p], #32]\n"
                      "str q0, [%[p], #48]\n"
@@ -234,7 +236,7 @@ __attribute__((noinline)) void spe_workload_classes(uint8_t *p, uint64_t n)
                      "b.ne 1b\n"
                      : [p] "+r"(p), [n] "+r"(n)
                      : [vld] "r"(vld), [vst] "r"(vst)
-                     : "x9", "x10", "v0", "v1", "v2", "v3", "v4", "v5", "cc",
+                     : "x9", "x10", "x11", "v0", "v1", "v2", "v3", "v4", "v5", "cc",
                        "memory");
 }
 

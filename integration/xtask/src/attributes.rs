@@ -54,7 +54,7 @@ pub struct Attr {
     /// random event a small class may never get; `WORKLOAD`'s only).
     pub shows: &'static [&'static str],
     /// An event or data-source count (`evrefill`, `evl1d`, `evmispred`,
-    /// `dsl1`) that
+    /// `evalign`, `evllc`, `dsl1`) that
     /// must equal the run's records (true) or be zero (false).
     pub event: Option<(&'static str, bool)>,
 }
@@ -76,9 +76,10 @@ const fn by_type(name: &'static str, since: (u32, u32), keeps: &'static [&'stati
 
 /// The guest script's runs, with the classes SPEFilterByType and
 /// SPEFilterByEvents keep (atomics are loads and stores at once). Event
-/// bits: 2 L1D-ACCESS, 3 L1D-REFILL, 6 NOT-TAKEN, 7 MISPRED. QEMU's
-/// sampler gives every load and store L1D-ACCESS and one in 32
-/// L1D-REFILL; the backend's predictor gives MISPRED.
+/// bits: 2 L1D-ACCESS, 3 L1D-REFILL, 6 NOT-TAKEN, 7 MISPRED, 8 LLC-ACCESS,
+/// 11 ALIGNMENT. QEMU's sampler gives every load and store L1D-ACCESS, one
+/// in 32 L1D-REFILL and one in 64 LLC-ACCESS; the backend's predictor
+/// gives MISPRED.
 pub const ATTRS: &[Attr] = &[
     by_type("branch_filter", (4, 0), &["br", "brnt"]),
     by_type(
@@ -176,6 +177,26 @@ pub const ATTRS: &[Attr] = &[
         shows: &["br", "brnt"],
         event: Some(("evmispred", true)),
     },
+    // event_filter=0x800: ALIGNMENT required: the workload's load across
+    // a cache line (unpredictable.rs), and any other load or store of the
+    // process that crosses one (the C library's copies).
+    Attr {
+        name: "event_filter_alignment",
+        since: (4, 0),
+        keeps: LDST,
+        shows: &["ldgp"],
+        event: Some(("evalign", true)),
+    },
+    // event_filter=0x100: LLC-ACCESS required: loads and stores that
+    // missed L2 (one in 64, so no class surely shows). Bit 8 is RES0
+    // before FEAT_SPEv1p4 in the older drivers' version-based mask.
+    Attr {
+        name: "event_filter_llc",
+        since: (6, 18),
+        keeps: LDST,
+        shows: &[],
+        event: Some(("evllc", true)),
+    },
     // branch_filter=1,inv_event_filter=0x80: branches, none mispredicted.
     Attr {
         name: "inv_event_filter_mispred",
@@ -212,7 +233,7 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
     }
     // Each event filter has records to keep and to remove.
     let records = count(out, "none", "n")?;
-    for ev in ["evrefill", "evl1d", "evmispred", "dsl1"] {
+    for ev in ["evrefill", "evl1d", "evmispred", "evalign", "evllc", "dsl1"] {
         let n = count(out, "none", ev)?;
         if n == 0 || n == records {
             errs.push(format!("control: {n} of {records} records with {ev}"));

@@ -581,7 +581,11 @@ fn data_source_packets() {
     outside.data_pa = 0xF000_0000;
     let mut no_pa = load(0, 0x1000);
     no_pa.data_pa_valid = false;
-    let rows: [(&str, Features, SampledOp, Option<&str>); 6] = [
+    let mut llc = refill;
+    llc.events |= events::L2D_MISS | events::LLC_ACCESS;
+    let mut dram = llc;
+    dram.events |= events::LLC_MISS;
+    let rows: [(&str, Features, SampledOp, Option<&str>); 8] = [
         (
             "L1 hit",
             Features::max(),
@@ -589,6 +593,8 @@ fn data_source_packets() {
             Some("DATA-SOURCE 0"),
         ),
         ("L1 refill", Features::max(), refill, Some("DATA-SOURCE 8")),
+        ("L2 miss", Features::max(), llc, Some("DATA-SOURCE 11")),
+        ("LLC miss", Features::max(), dram, Some("DATA-SOURCE 14")),
         ("store", Features::max(), store(0, 0x1000), None),
         ("outside RAM", Features::max(), outside, None),
         ("no PA", Features::max(), no_pa, None),
