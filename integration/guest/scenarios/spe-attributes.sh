@@ -60,12 +60,9 @@ spe_attr_classes() {
 # NAME|TERMS: the attribute proven and the event's terms.
 while IFS='|' read -r name terms; do
     [ -n "$name" ] || continue
-    missing=
-    for t in $(echo "$terms" | tr ',' ' '); do
-        [ -e "$fmt/${t%%=*}" ] || missing="$missing ${t%%=*}"
-    done
+    missing=$(spe_missing_terms "$terms")
     if [ -n "$missing" ]; then
-        result "attr_${name}_absent=$(echo $missing | tr ' ' ,)"
+        result "attr_${name}_absent=$missing"
         continue
     fi
     # An older driver may refuse a value (6.1 takes PMSEVFR's valid bits

@@ -8,7 +8,6 @@
 # on the partial one and float_filter, where the driver has them. The
 # host judges the counts (proofs::check_spe_sve).
 . /scenarios/lib/spe.sh
-fmt=/sys/bus/event_source/devices/arm_spe_0/format
 iters=${spe_sve_iterations:-100000}
 
 # spe_sve_kinds DATA LOG: DATA.tab's records of the loop by kind.
@@ -72,12 +71,9 @@ spe_sve_kinds() {
 # NAME|TERMS: the run and the event's terms.
 while IFS='|' read -r name terms; do
     [ -n "$name" ] || continue
-    missing=
-    for t in $(echo "$terms" | tr ',' ' '); do
-        [ -e "$fmt/${t%%=*}" ] || missing="$missing ${t%%=*}"
-    done
+    missing=$(spe_missing_terms "$terms")
     if [ -n "$missing" ]; then
-        result "sve_${name}_absent=$(echo $missing | tr ' ' ,)"
+        result "sve_${name}_absent=$missing"
         continue
     fi
     d=/tmp/sve-$name.data

@@ -62,6 +62,11 @@
  * `subs` and `b.ne`: eleven operations a pass. It prints the vector
  * length in bits first.
  *
+ * `mte` mode turns on synchronous MTE tag checks for itself, maps a page
+ * with PROT_MTE, gives its first four granules a random tag (`irg`,
+ * `stg`) and runs a loop of a tag-checked load (tagged pointer + 16) and
+ * store (+ 32), `subs` and `b.ne`, printing the tagged addresses first.
+ *
  * `branches` mode runs nothing: it writes the direct branches in and after
  * spe_workload_strided and spe_workload_branchy to FILE, one
  * `0xPC 0xTARGET` line each, decoded from the binary's own code, so that a
@@ -80,6 +85,7 @@
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 
@@ -273,6 +279,21 @@ __attribute__((noinline)) void spe_workload_sve(uint8_t *p, uint64_t n)
                        "memory");
 }
 
+/* The mte mode's loop (see the top of the file). */
+__attribute__((noinline)) void spe_workload_mte(uint8_t *t, uint64_t n)
+{
+    if (!n)
+        return;
+    __asm__ volatile("1:\n"
+                     "ldr x9, [%[t], #16]\n"
+                     "str x9, [%[t], #32]\n"
+                     "subs %[n], %[n], #1\n"
+                     "b.ne 1b\n"
+                     : [n] "+r"(n)
+                     : [t] "r"(t)
+                     : "x9", "cc", "memory");
+}
+
 /* The faults mode's loop: a load from the page at @p, which faults the
  * first time, @p to the next page, then the others mode's adds and loop
  * instructions; it starts at the global label spe_workload_faults_loop. */
@@ -431,6 +452,46 @@ static int sve(uint64_t iterations)
     return 0;
 }
 
+#ifndef PROT_MTE
+#define PROT_MTE 0x20
+#endif
+#ifndef PR_MTE_TCF_SYNC
+#define PR_MTE_TCF_SYNC (1UL << 1)
+#define PR_MTE_TAG_SHIFT 3
+#endif
+
+/* `mte` mode: ITERATIONS runs of spe_workload_mte's loop on a tagged
+ * page; fails if the kernel or the CPU has no MTE. */
+static int mte(uint64_t iterations)
+{
+    /* Tags 1-15 for irg: a tagged pointer differs from the untagged one. */
+    if (prctl(PR_SET_TAGGED_ADDR_CTRL, PR_TAGGED_ADDR_ENABLE | PR_MTE_TCF_SYNC |
+                  (0xfffeUL << PR_MTE_TAG_SHIFT), 0, 0, 0)) {
+        perror("PR_SET_TAGGED_ADDR_CTRL");
+        return 1;
+    }
+    uint8_t *p = mmap(NULL, PAGE, PROT_READ | PROT_WRITE | PROT_MTE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        perror("mmap PROT_MTE");
+        return 1;
+    }
+    uint8_t *t;
+    __asm__ volatile(".arch armv8.5-a+memtag\nirg %0, %1" : "=r"(t) : "r"(p));
+    for (unsigned i = 0; i < 64; i += 16)
+        __asm__ volatile(".arch armv8.5-a+memtag\nstg %0, [%0]" : : "r"(t + i)
+                         : "memory");
+    printf("SPE-RESULT workload_mte_pc=%p workload_mte_ld=%p "
+           "workload_mte_st=%p\n",
+           (void *)(uintptr_t)spe_workload_mte, (void *)(t + 16),
+           (void *)(t + 32));
+    fflush(stdout);
+    spe_workload_mte(t, iterations);
+    printf("SPE-RESULT workload_iterations=%llu\n",
+           (unsigned long long)iterations);
+    return 0;
+}
+
 /* `others` mode: ITERATIONS runs of spe_workload_others's loop. */
 static int others(uint64_t iterations)
 {
@@ -580,6 +641,8 @@ int main(int argc, char **argv)
         return others(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
     if (argc > 1 && !strcmp(argv[1], "classes"))
         return classes(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
+    if (argc > 1 && !strcmp(argv[1], "mte"))
+        return mte(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
     if (argc > 1 && !strcmp(argv[1], "sve"))
         return sve(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
     if (argc > 1 && !strcmp(argv[1], "faults"))

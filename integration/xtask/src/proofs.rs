@@ -372,6 +372,22 @@ pub fn check_spe_sve(out: &RunOutput) -> Result<(), String> {
     j.finish()
 }
 
+/// Issue 21, MTE: the loop's tag-checked load and store (through a
+/// pointer with a non-zero tag) carry their data addresses, tag and all.
+pub fn check_spe_mte(out: &RunOutput) -> Result<(), String> {
+    let mut j = Judge::new(out);
+    let n = j.want("mte_n", ">= 200", |v| v >= 200.0);
+    let share = n / 4.0 / 3.0;
+    for k in ["mte_ld_ok", "mte_st_ok"] {
+        j.want(k, &format!(">= {share:.0}"), |v| v >= share);
+    }
+    j.want("tagged", "1 (a tag in the pointer's top byte)", |v| {
+        v == 1.0
+    });
+    j.zero(&["mte_ld_bad", "mte_st_bad", "mte_bad"]);
+    j.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -136,6 +136,8 @@ pub struct SpeRun {
     pub synthetic: Option<u64>,
     /// `-M virt,virtualization=on`: the guest kernel runs at EL2 (VHE).
     pub virtualization: bool,
+    /// `-M virt,mte=on`: the guest has FEAT_MTE (tag-checked accesses).
+    pub mte: bool,
     /// Also `pmu-ss=on` (FEAT_PMUv3_SS).
     pub pmu_ss: bool,
     /// The backend's `--min-interval OPS` (PMSIDR_EL1.Interval).
@@ -184,6 +186,7 @@ impl SpeRun {
             backend_cpu,
             synthetic: None,
             virtualization: false,
+            mte: false,
             pmu_ss: false,
             min_interval: None,
             icount: None,
@@ -580,12 +583,13 @@ impl Rig {
         let (machine, cpu) = match &spec.spe {
             Some(spe) if spec.backend => (
                 format!(
-                    "virt,gic-version=3,memory-backend=mem{}",
+                    "virt,gic-version=3,memory-backend=mem{}{}",
                     if spe.virtualization {
                         ",virtualization=on"
                     } else {
                         ""
-                    }
+                    },
+                    if spe.mte { ",mte=on" } else { "" }
                 ),
                 format!(
                     "max,spe=on{},spe-socket={}",

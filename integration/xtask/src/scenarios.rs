@@ -226,6 +226,14 @@ pub fn all() -> Vec<Scenario> {
             spe: Some(SpeRun::new("max")),
             ..proof("spe-sve", proofs::check_spe_sve)
         },
+        // Issue 21: tag-checked accesses, on a machine with MTE.
+        Scenario {
+            spe: Some(SpeRun {
+                mte: true,
+                ..SpeRun::new("max")
+            }),
+            ..proof("spe-mte", proofs::check_spe_mte)
+        },
         Scenario {
             name: "spe-snapshot",
             guest: "spe-snapshot",

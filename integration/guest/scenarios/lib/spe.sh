@@ -187,3 +187,14 @@ spe_spacings_why() {
         printf '; %s spacings in [%s, %s] are not %s, %s decoder errors' \
             "$spacing_wrong" "$spacing_min" "$spacing_max" $(($1 + 1)) "$bad"
 }
+
+# spe_missing_terms TERMS: the format terms of TERMS (term=value,...)
+# this driver lacks, comma-separated; empty if it has them all.
+spe_missing_terms() {
+    spe_missing=
+    for t in $(echo "$1" | tr ',' ' '); do
+        [ -e /sys/bus/event_source/devices/arm_spe_0/format/${t%%=*} ] ||
+            spe_missing="$spe_missing ${t%%=*}"
+    done
+    echo $spe_missing | tr ' ' ,
+}
