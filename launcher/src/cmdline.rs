@@ -100,10 +100,13 @@ pub enum Error {
     #[error("-cpu {0}: spe-qemu sets spe=, pmu-ss= and spe-socket= itself")]
     CpuHasSpe(String),
     #[error(
-        "memory-backend= is set: spe-qemu gives the machine its own shared memfd \
-         RAM (the backend writes records straight into guest RAM)"
+        "memory backend {0:?}: guest RAM must be a memory-backend-memfd or \
+         memory-backend-file with share=on (the backend writes records straight \
+         into it), or leave it to spe-qemu"
     )]
-    OwnMemoryBackend,
+    UnsharedMemoryBackend(String),
+    #[error("memory backend {0:?} is not an -object of this command line")]
+    UnknownMemoryBackend(String),
     #[error("{option} {value:?}: {why}")]
     BadValue {
         option: &'static str,
@@ -271,13 +274,38 @@ fn smp_cpus(value: &str) -> Result<u32, Error> {
     Ok(n)
 }
 
+/// Whether the memory backend `id`, among the `-object` values
+/// `objects`, is guest RAM the backend can map: a memfd or a file, shared.
+fn shared_ram(objects: &[String], id: &str) -> Result<(), Error> {
+    let obj = objects
+        .iter()
+        .find(|o| prop(o, "id", "").as_deref() == Some(id))
+        .ok_or_else(|| Error::UnknownMemoryBackend(id.to_string()))?;
+    let kind = prop(obj, "qom-type", "qom-type").unwrap_or_default();
+    let shared = prop(obj, "share", "").is_some_and(|v| is_on(&v));
+    if matches!(
+        kind.as_str(),
+        "memory-backend-memfd" | "memory-backend-file"
+    ) && shared
+    {
+        Ok(())
+    } else {
+        Err(Error::UnsharedMemoryBackend(id.to_string()))
+    }
+}
+
 /// Rewrites QEMU's command line (`spe-qemu`'s own options already taken
-/// out) for a backend listening on `socket`.
+/// out) for a backend listening on `socket`. Guest RAM the user already
+/// gives as shared memory backends (`memory-backend=` on the machine, or
+/// `-numa node,memdev=` per node, as virtme-ng does for virtiofs) is
+/// kept; otherwise `spe-qemu` adds one of the `-m` size.
 pub fn plan(args: &[String], spe: &SpeOptions, socket: &Path) -> Result<Plan, Error> {
     let mut out: Vec<String> = Vec::with_capacity(args.len() + 4);
     // Indices into `out` of the last -machine and -cpu values.
     let (mut machine, mut cpu, mut machine_type) = (None, None, None);
     let (mut ram, mut vcpus, mut el2) = (DEFAULT_RAM, 1u32, false);
+    // The user's -object values, and the memory backends that are RAM.
+    let (mut objects, mut user_ram) = (Vec::new(), Vec::new());
     let mut it = args.iter();
     while let Some(a) = it.next() {
         out.push(a.clone());
@@ -296,8 +324,8 @@ pub fn plan(args: &[String], spe: &SpeOptions, socket: &Path) -> Result<Plan, Er
             .clone();
         match name {
             "M" | "machine" => {
-                if prop(&value, "memory-backend", "type").is_some() {
-                    return Err(Error::OwnMemoryBackend);
+                if let Some(id) = prop(&value, "memory-backend", "type") {
+                    user_ram.push(id);
                 }
                 if let Some(acc) = prop(&value, "accel", "type").filter(|a| a != "tcg") {
                     return Err(Error::NotTcg(acc));
@@ -330,6 +358,12 @@ pub fn plan(args: &[String], spe: &SpeOptions, socket: &Path) -> Result<Plan, Er
                 cpu = Some(out.len());
             }
             "m" => ram = ram_bytes(&value)?,
+            "object" => objects.push(value.clone()),
+            "numa" => {
+                if let Some(id) = prop(&value, "memdev", "type") {
+                    user_ram.push(id);
+                }
+            }
             "smp" => vcpus = smp_cpus(&value)?,
             _ => {}
         }
@@ -339,12 +373,17 @@ pub fn plan(args: &[String], spe: &SpeOptions, socket: &Path) -> Result<Plan, Er
         .filter(|_| machine_type.is_some())
         .ok_or(Error::NoMachine)?;
     let cpu = cpu.ok_or(Error::NoCpu)?;
-    out[machine].push_str(&format!(",memory-backend={RAM_ID}"));
     out[cpu].push_str(&format!(",spe=on,spe-socket={}", socket.display()));
-    out.push("-object".into());
-    out.push(format!(
-        "memory-backend-memfd,id={RAM_ID},size={ram},share=on"
-    ));
+    if user_ram.is_empty() {
+        out[machine].push_str(&format!(",memory-backend={RAM_ID}"));
+        out.push("-object".into());
+        out.push(format!(
+            "memory-backend-memfd,id={RAM_ID},size={ram},share=on"
+        ));
+    }
+    for id in &user_ram {
+        shared_ram(&objects, id)?;
+    }
 
     let mut backend_args = vec![
         "--qemu-socket".to_string(),
@@ -492,6 +531,31 @@ mod tests {
 
     /// A value that looks like an option is still the value: QEMU's
     /// options take their argument whatever it looks like.
+    /// Guest RAM the command line already shares (virtme-ng's virtiofs
+    /// set-up: a shared memfd as the NUMA node's memory; or the machine's
+    /// memory-backend=) stays as it is, and none is added.
+    #[test]
+    fn shared_ram_of_the_user_is_kept() {
+        for line in [
+            "-M virt -cpu max -m 2G -object memory-backend-memfd,id=mem,size=2G,share=on \
+             -numa node,memdev=mem",
+            "-M virt,memory-backend=r -cpu max -object memory-backend-file,id=r,size=1G,\
+             mem-path=/dev/shm/r,share=on",
+        ] {
+            let p = plan_of(line).unwrap();
+            let joined = p.qemu_args.join(" ");
+            assert!(!joined.contains(RAM_ID), "{joined}");
+            let want: Vec<&str> = line
+                .split_whitespace()
+                .map(|a| match a {
+                    "max" => "max,spe=on,spe-socket=/run/x/spe.sock",
+                    a => a,
+                })
+                .collect();
+            assert_eq!(joined, want.join(" "));
+        }
+    }
+
     #[test]
     fn values_are_not_options() {
         let p = plan_of("-M virt -cpu max -append -M -name -cpu").unwrap();
@@ -515,7 +579,19 @@ mod tests {
                 "-M virt -cpu max,spe=on",
                 Error::CpuHasSpe("max,spe=on".into()),
             ),
-            ("-M virt,memory-backend=r -cpu max", Error::OwnMemoryBackend),
+            (
+                "-M virt,memory-backend=r -cpu max",
+                Error::UnknownMemoryBackend("r".into()),
+            ),
+            (
+                "-M virt,memory-backend=r -cpu max -object memory-backend-ram,id=r,size=1G",
+                Error::UnsharedMemoryBackend("r".into()),
+            ),
+            (
+                "-M virt -cpu max -object memory-backend-memfd,id=m,size=1G \
+                 -numa node,memdev=m",
+                Error::UnsharedMemoryBackend("m".into()),
+            ),
             ("-M virt -cpu max -m", Error::MissingValue("-m".into())),
             ("--spe-cpu", Error::MissingValue("--spe-cpu".into())),
             (

@@ -27,7 +27,10 @@ Takes a qemu-system-aarch64 command line unchanged, starts a private
 vhost-device-spe for it and adds what SPE needs: the machine's RAM as a
 shared memfd of the -m size (memory-backend= on -M), spe=on and
 spe-socket= on the -cpu; the backend gets the -smp vCPU count and EL2
-with virtualization=on. Needs -M virt, an AArch64 -cpu (e.g. max) and TCG.
+with virtualization=on. RAM the command line already shares (a
+memory-backend-memfd or -file with share=on, as -M memory-backend= or
+-numa node,memdev=) is kept as it is. Needs -M virt, an AArch64 -cpu
+(e.g. max) and TCG.
 The backend stops when QEMU exits; spe-qemu exits with QEMU's status.
 
 Options (taken out before QEMU sees the command line):
