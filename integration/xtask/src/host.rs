@@ -280,7 +280,7 @@ pub fn privileged(program: &str) -> Command {
 }
 
 /// `dpkg-query` status of each package: those not fully installed.
-fn missing_packages(pkgs: &[&str]) -> Vec<String> {
+pub fn missing_packages(pkgs: &[&str]) -> Vec<String> {
     let out = Command::new("dpkg-query")
         .args(["-W", "-f", "${Package} ${db:Status-Abbrev}\n"])
         .args(pkgs)

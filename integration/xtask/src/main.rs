@@ -14,6 +14,7 @@ mod runner;
 mod scenarios;
 mod setup;
 mod util;
+mod vng;
 mod workloads;
 
 use anyhow::{bail, Context, Result};
@@ -42,6 +43,10 @@ const USAGE: &str = "usage: cargo xtask <command>
   --kernel K         a guest kernel of the matrix: 6.1 (bookworm), 6.12
                      (trixie), 7.3 (trixie-backports); run and demo default
                      to the newest, setup and test to all of them
+  virtme-ng [--kernel K]
+                     boot K under virtme-ng (from PyPI) with spe-qemu as its
+                     QEMU and record with perf; then with the patched QEMU
+                     alone, which must have no SPE (by hand, not in CI)
   series-build       apply qemu-patches/ one patch at a time to a clean
                      QEMU and build after each (slow: by hand, not in CI)
   bench-overhead [--runs N] [--pin]
@@ -84,7 +89,9 @@ fn real_main(args: &[String]) -> Result<bool> {
     if wants_help(cmd, rest, options)? {
         return Ok(true);
     }
-    if kernel.is_some() && !["setup", "test", "demo", "run", "scenarios"].contains(&cmd.as_str()) {
+    if kernel.is_some()
+        && !["setup", "test", "demo", "run", "scenarios", "virtme-ng"].contains(&cmd.as_str())
+    {
         bail!("{cmd}: unknown option \"--kernel\"\n{USAGE}");
     }
     let all_kernels: Vec<&'static KernelSpec> = kernels::MATRIX.iter().collect();
@@ -171,6 +178,11 @@ fn real_main(args: &[String]) -> Result<bool> {
             bench::run(&rig, runs)
         }
         "series-build" => setup::series_build(&Paths::discover()?),
+        "virtme-ng" => {
+            let paths = Paths::discover()?;
+            let rig = prepare(&paths, &one_kernel)?.remove(0);
+            vng::run_vng(&rig, &paths.target.join("integration"))
+        }
         "scenarios" => {
             for s in scenarios::all() {
                 let on: Vec<&str> = kernels
