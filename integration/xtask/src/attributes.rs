@@ -59,6 +59,10 @@ pub struct Attr {
     pub event: Option<(&'static str, bool)>,
 }
 
+/// The event and data-source counts the guest reports per run
+/// (spe_attr_classes), each filtered on by some attribute.
+const EVENT_COUNTS: [&str; 6] = ["evrefill", "evl1d", "evmispred", "evalign", "evllc", "dsl1"];
+
 const LDST: &[&str] = &[
     "ldgp", "ldsimd", "ldvec", "stgp", "stsimd", "stvec", "atomic",
 ];
@@ -233,7 +237,7 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
     }
     // Each event filter has records to keep and to remove.
     let records = count(out, "none", "n")?;
-    for ev in ["evrefill", "evl1d", "evmispred", "evalign", "evllc", "dsl1"] {
+    for ev in EVENT_COUNTS {
         let n = count(out, "none", ev)?;
         if n == 0 || n == records {
             errs.push(format!("control: {n} of {records} records with {ev}"));
@@ -321,7 +325,7 @@ mod tests {
             }
             results.push((format!("attr_{run}_bad"), "0".into()));
             results.push((format!("attr_{run}_n"), total.to_string()));
-            for ev in ["evrefill", "evl1d", "evmispred", "dsl1"] {
+            for ev in EVENT_COUNTS {
                 let n = match event {
                     Some((e, true)) if e == ev => total,
                     Some((e, false)) if e == ev => 0,
