@@ -123,8 +123,9 @@ struct ServeArgs {
     choice: Vec<String>,
 
     /// Keep a copy of every record written into a guest's buffer, per vCPU,
-    /// in DIR/vcpu<N>.rec (QEMU channel; each VM truncates the files of
-    /// the one before), for `vhost-device-spe report DIR`.
+    /// in DIR/vcpu<N>.rec (the QEMU channel's VM, or without one the
+    /// vhost-user front end's; each VM truncates the files of the one
+    /// before), for `vhost-device-spe report DIR`.
     #[arg(long, value_name = "DIR")]
     record: Option<PathBuf>,
 
@@ -351,11 +352,20 @@ fn run_server(args: ServeArgs) -> ExitCode {
         // One front end serves the control socket: the QEMU channel when
         // there is one.
         let control = hub.clone().filter(|_| args.qemu_socket.is_none());
+        // So too --record: the files are per vCPU of one VM.
+        let record = args.record.clone().filter(|_| args.qemu_socket.is_none());
         let server = std::thread::Builder::new()
             .name("vhu-listener".into())
             .spawn(move || {
-                let res =
-                    vhu_spe::serve(&mut listener, vcpus, &features, synthetic, choices, control);
+                let res = vhu_spe::serve(
+                    &mut listener,
+                    vcpus,
+                    &features,
+                    synthetic,
+                    choices,
+                    control,
+                    record.as_deref(),
+                );
                 if let Err(e) = &res {
                     error!("{e}");
                     LISTENER_FAILED.store(true, Ordering::SeqCst);

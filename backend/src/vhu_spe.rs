@@ -156,6 +156,9 @@ pub struct VhostUserSpeBackend {
     control: Option<Arc<Hub>>,
     /// The front end asked for the features (QEMU's first request).
     negotiated: Arc<std::sync::atomic::AtomicBool>,
+    /// `--record DIR`, and the recording of the connected VM.
+    record_dir: Option<std::path::PathBuf>,
+    recorder: Option<crate::record::Recorder>,
 }
 
 impl VhostUserSpeBackend {
@@ -190,7 +193,23 @@ impl VhostUserSpeBackend {
             handed_out: std::sync::Mutex::new(Vec::new()),
             control: None,
             negotiated: Arc::default(),
+            record_dir: None,
+            recorder: None,
         })
+    }
+
+    /// Keeps a copy of every record written, per vCPU (`--record DIR`),
+    /// from the front end's connection on.
+    pub fn with_record(mut self, dir: Option<std::path::PathBuf>) -> Self {
+        self.record_dir = dir;
+        self
+    }
+
+    /// Stores what the SPUs wrote since the last call (`--record`).
+    fn store_records(&mut self) {
+        if let Some(r) = &mut self.recorder {
+            r.store(&mut self.spus);
+        }
     }
 
     /// The CONSTRAINED UNPREDICTABLE choices (`--choice`).
@@ -214,6 +233,12 @@ impl VhostUserSpeBackend {
     fn front_end_connected(&mut self) {
         if let Some(hub) = &self.control {
             hub.vm_started(&mut self.spus);
+        }
+        if let Some(dir) = &self.record_dir {
+            match crate::record::Recorder::start(dir, &mut self.spus) {
+                Ok(r) => self.recorder = Some(r),
+                Err(e) => error!("--record {}: {e}; not recording", dir.display()),
+            }
         }
     }
 
@@ -306,6 +331,7 @@ impl VhostUserSpeBackend {
         for vcpu in 0..self.spus.len() {
             self.note_pmbirq(vcpu);
         }
+        self.store_records();
     }
 
     /// Executes one control request and queues the events it causes.
@@ -555,6 +581,7 @@ impl VhostUserSpeBackend {
                     for v in 0..self.spus.len() {
                         self.note_pmbirq(v);
                     }
+                    self.store_records();
                 }
                 self.flush_events(&vrings[EVENT_QUEUE as usize])
             }
@@ -719,14 +746,16 @@ pub fn serve(
     synthetic: Option<u64>,
     choices: crate::spu::unpredictable::Choices,
     control: Option<Arc<Hub>>,
+    record: Option<&std::path::Path>,
 ) -> io::Result<()> {
     use std::sync::RwLock;
     use vhost::vhost_user::Error as VhostUserError;
     use vhost_user_backend::{Error as DaemonError, VhostUserDaemon};
 
     loop {
-        let mut backend =
-            VhostUserSpeBackend::new(num_vcpus, features.clone())?.with_choices(choices);
+        let mut backend = VhostUserSpeBackend::new(num_vcpus, features.clone())?
+            .with_choices(choices)
+            .with_record(record.map(|d| d.to_path_buf()));
         if let Some(rate) = synthetic {
             backend = backend.with_synthetic(rate)?;
         }

@@ -834,3 +834,67 @@ fn the_control_socket_serves_the_vhost_user_device() {
     drop(vm);
     let _ = std::fs::remove_file(&ctl);
 }
+
+/// `--record DIR` on the vhost-user path (no QEMU channel): what the
+/// synthetic source writes into the guest's buffer is also in
+/// DIR/vcpu<N>.rec, byte for byte, and `report` reads it.
+#[test]
+fn records_are_kept_on_the_vhost_user_path_too() {
+    let dir = std::env::temp_dir().join(format!("spe-vhu-{}-record", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = Daemon::start(
+        "record",
+        &["--synthetic", "1000000", "--record", dir.to_str().unwrap()],
+    );
+    let mut vm = Vm::connect(&d);
+    let _ = read_config(&mut vm.fe);
+    d.wait_log("synthetic source:", 1);
+    vm.post_event();
+    let ttbr1 = map_buffer(vm.gm);
+    let limit = BUF_VA + BUF_PAGES.len() as u64 * 4096;
+    let resp = vm.ctrl(&d, &start_profiling(0, ttbr1, BUF_VA, limit));
+    assert!(resp.iter().all(|r| r.status == CtrlStatus::Ok), "{resp:?}");
+    let ev = vm.event(&d, 0);
+    assert_eq!((ev.vcpu, ev.pmbirq), (0, true), "buffer full");
+    let ptr = vm.ctrl(&d, &[read(0, SysReg::PmbptrEl1.encoding())])[0].value;
+    // The buffer's bytes, from its scattered pages.
+    let mut buf = Vec::new();
+    for (i, &pa) in BUF_PAGES.iter().enumerate() {
+        let len = ptr.saturating_sub(BUF_VA + i as u64 * 4096).min(4096) as usize;
+        let mut page = vec![0u8; len];
+        vm.gm.read_slice(&mut page, GuestAddress(pa)).unwrap();
+        buf.extend(page);
+    }
+    // The recorded frames (u64 time, u16 length, bytes) after the magic,
+    // flushed when the front end goes; whole frames only.
+    drop(vm);
+    let file = dir.join("vcpu0.rec");
+    let kept = || {
+        let rec = std::fs::read(&file).unwrap_or_default();
+        let (mut kept, mut at) = (Vec::new(), 8);
+        while at + 10 <= rec.len() {
+            let len = u16::from_le_bytes([rec[at + 8], rec[at + 9]]) as usize;
+            let Some(bytes) = rec.get(at + 10..at + 10 + len) else {
+                break;
+            };
+            kept.extend_from_slice(bytes);
+            at += 10 + len;
+        }
+        (rec.get(..8).map(<[u8]>::to_vec), kept)
+    };
+    d.wait_for(|| kept().1.len() >= buf.len(), "the record file");
+    let (magic, kept) = kept();
+    assert_eq!(magic.as_deref(), Some(&vhost_device_spe::record::MAGIC[..]));
+    assert!(
+        kept.len() >= buf.len() && !buf.is_empty(),
+        "{} of {}",
+        kept.len(),
+        buf.len()
+    );
+    assert_eq!(
+        &kept[..buf.len()],
+        &buf[..],
+        "the recorded bytes are the buffer's"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
