@@ -239,15 +239,23 @@ fn apt_update() -> Result<()> {
     Ok(())
 }
 
-/// Hash of the QEMU version and every patch of the series, in name order:
-/// the key of the QEMU build directory.
-pub fn series_key(patch_dir: &Path) -> Result<String> {
+/// The series' patches in order: every `*.patch` of `patch_dir` but the
+/// cover letter (`0000-cover-letter.patch`), which changes no file.
+pub fn series_patches(patch_dir: &Path) -> Result<Vec<PathBuf>> {
     let mut patches: Vec<PathBuf> = fs::read_dir(patch_dir)
         .with_context(|| format!("reading {}", patch_dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "patch"))
+        .filter(|p| !p.ends_with("0000-cover-letter.patch"))
         .collect();
     patches.sort();
+    Ok(patches)
+}
+
+/// Hash of the QEMU version and every patch of the series, in name order:
+/// the key of the QEMU build directory.
+pub fn series_key(patch_dir: &Path) -> Result<String> {
+    let patches = series_patches(patch_dir)?;
     let mut h = Sha256::new();
     h.update(format!("{QEMU_VERSION}\n"));
     for p in &patches {
@@ -386,11 +394,7 @@ pub fn series_build(paths: &Paths) -> Result<bool> {
     let _ = fs::remove_dir_all(&work);
     unpack(&tarball, &src)?;
     configure(&src, &build)?;
-    let mut patches: Vec<PathBuf> = fs::read_dir(paths.repo.join("qemu-patches"))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "patch"))
-        .collect();
-    patches.sort();
+    let patches = series_patches(&paths.repo.join("qemu-patches"))?;
     let mut table = format!(
         "# qemu-patches/ built one patch at a time on QEMU {QEMU_VERSION}\n\n| patch | builds | seconds |\n|---|---|---|\n"
     );
@@ -483,12 +487,7 @@ fn qemu_source(paths: &Paths) -> Result<PathBuf> {
 /// Applies the format-patch series in order. `git apply` works outside a
 /// repository; the ceiling stops it from finding one above the cache.
 fn apply_series(patch_dir: &Path, src: &Path) -> Result<()> {
-    let mut patches: Vec<PathBuf> = fs::read_dir(patch_dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "patch"))
-        .collect();
-    patches.sort();
-    for p in patches {
+    for p in series_patches(patch_dir)? {
         run(
             &format!("applying {}", p.display()),
             Command::new("git")
@@ -1061,7 +1060,9 @@ mod tests {
         fs::write(d.join("0001-a.patch"), "one").unwrap();
         let k1 = series_key(&d).unwrap();
         fs::write(d.join("README"), "ignored").unwrap();
+        fs::write(d.join("0000-cover-letter.patch"), "no diff").unwrap();
         assert_eq!(k1, series_key(&d).unwrap());
+        assert_eq!(series_patches(&d).unwrap(), vec![d.join("0001-a.patch")]);
         fs::write(d.join("0002-b.patch"), "two").unwrap();
         assert_ne!(k1, series_key(&d).unwrap());
         fs::remove_dir_all(&d).unwrap();
