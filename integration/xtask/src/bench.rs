@@ -7,6 +7,7 @@
 
 use crate::runner::{GuestRun, Rig, SpeRun, Verdict};
 use anyhow::Result;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// One way of running the workload.
@@ -190,53 +191,7 @@ pub fn run(rig: &Rig, runs: usize) -> Result<bool> {
         .collect();
     for round in 0..runs {
         for (c, o) in configs.iter().zip(outcomes.iter_mut()) {
-            let Outcome::Measured(samples) = o else {
-                continue;
-            };
-            let out = rig.run(&GuestRun {
-                scenario: c.guest.to_string(),
-                run_name: format!("bench-{}-{round}", c.guest),
-                backend: c.spe.is_some(),
-                timeout: Duration::from_secs(600),
-                kill_backend_when: None,
-                spe: c.spe.clone(),
-            })?;
-            let ns = out
-                .result("workload_ns")
-                .and_then(|v| v.parse::<u64>().ok());
-            let warm_up = out
-                .result("warmup_ns")
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0);
-            match (&out.verdict, ns) {
-                (Verdict::Pass, Some(ns)) => {
-                    eprintln!(
-                        "    {}: workload {:.3} s, boot to exit {:.1} s",
-                        c.name,
-                        ns as f64 / 1e9,
-                        out.elapsed.as_secs_f64()
-                    );
-                    samples.push(Sample {
-                        workload: Duration::from_nanos(ns),
-                        wall: out.elapsed,
-                        sampled: Duration::from_nanos(ns + warm_up),
-                        samples: busiest_vcpu(&out.backend_log, "samples"),
-                        records: busiest_vcpu(&out.backend_log, "records"),
-                    });
-                }
-                (v, _) => {
-                    let why = match v {
-                        Verdict::Fail(r) => r.clone(),
-                        Verdict::Pass => "no workload_ns result".into(),
-                    };
-                    eprintln!(
-                        "    {}: failed ({why}); logs in {}",
-                        c.name,
-                        out.dir.display()
-                    );
-                    *o = Outcome::Failed(why);
-                }
-            }
+            time_one(rig, c, &round.to_string(), o)?;
         }
     }
     let rows: Vec<(&str, Outcome)> = configs
@@ -246,6 +201,130 @@ pub fn run(rig: &Rig, runs: usize) -> Result<bool> {
         .collect();
     println!("{}", table(&rows));
     Ok(!outcomes.iter().any(|o| matches!(o, Outcome::Failed(_))))
+}
+
+/// One timed run of `c`, added to `o` (which a failure replaces).
+fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome) -> Result<()> {
+    let Outcome::Measured(samples) = o else {
+        return Ok(());
+    };
+    let out = rig.run(&GuestRun {
+        scenario: c.guest.to_string(),
+        run_name: format!("bench-{}-{tag}", c.guest),
+        backend: c.spe.is_some(),
+        timeout: Duration::from_secs(600),
+        kill_backend_when: None,
+        spe: c.spe.clone(),
+    })?;
+    let ns = out
+        .result("workload_ns")
+        .and_then(|v| v.parse::<u64>().ok());
+    let warm_up = out
+        .result("warmup_ns")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    match (&out.verdict, ns) {
+        (Verdict::Pass, Some(ns)) => {
+            eprintln!(
+                "    {}: workload {:.3} s, boot to exit {:.1} s",
+                c.name,
+                ns as f64 / 1e9,
+                out.elapsed.as_secs_f64()
+            );
+            samples.push(Sample {
+                workload: Duration::from_nanos(ns),
+                wall: out.elapsed,
+                sampled: Duration::from_nanos(ns + warm_up),
+                samples: busiest_vcpu(&out.backend_log, "samples"),
+                records: busiest_vcpu(&out.backend_log, "records"),
+            });
+        }
+        (v, _) => {
+            let why = match v {
+                Verdict::Fail(r) => r.clone(),
+                Verdict::Pass => "no workload_ns result".into(),
+            };
+            eprintln!(
+                "    {}: failed ({why}); logs in {}",
+                c.name,
+                out.dir.display()
+            );
+            *o = Outcome::Failed(why);
+        }
+    }
+    Ok(())
+}
+
+/// `bench-overhead --ab NAME=QEMU ...`: the default-period overhead of
+/// each QEMU build, booting them in turn (each round: every build's
+/// `spe=off`, then its default-period run), so that the builds share the
+/// machine's slow spells. Prints each build's rows and its overhead in
+/// points of `spe=off`, medians and fastest runs.
+pub fn run_ab(rig: &Rig, runs: usize, builds: &[(String, PathBuf)]) -> Result<bool> {
+    let all = configs();
+    let pair = [all[0].clone(), all[3].clone()];
+    let mut outcomes: Vec<[Outcome; 2]> = builds
+        .iter()
+        .map(|_| [Outcome::Measured(Vec::new()), Outcome::Measured(Vec::new())])
+        .collect();
+    for round in 0..runs {
+        for ((name, qemu), o) in builds.iter().zip(outcomes.iter_mut()) {
+            eprintln!("==> round {round}, QEMU {name}");
+            let r = Rig {
+                qemu: qemu.clone(),
+                ..rig.clone()
+            };
+            for (c, o) in pair.iter().zip(o.iter_mut()) {
+                time_one(&r, c, &format!("{name}-{round}"), o)?;
+            }
+        }
+    }
+    let names: Vec<_> = builds.iter().map(|(n, _)| n.as_str()).collect();
+    println!("{}", ab_table(&names, &outcomes));
+    Ok(!outcomes
+        .iter()
+        .flatten()
+        .any(|o| matches!(o, Outcome::Failed(_))))
+}
+
+/// Each build's default-period overhead over its own `spe=off`, in
+/// points (100 × (ratio − 1)), from the medians and the fastest runs.
+pub fn ab_table(names: &[&str], outcomes: &[[Outcome; 2]]) -> String {
+    let stats = |o: &Outcome| match o {
+        Outcome::Measured(s) if !s.is_empty() => Some((
+            median(s.iter().map(|x| x.workload).collect()),
+            s.iter().map(|x| x.workload).min().unwrap_or_default(),
+            s.len(),
+        )),
+        _ => None,
+    };
+    let mut t = String::from(
+        "| QEMU | runs | spe=off (median) | default period (median) | overhead (medians) | spe=off (fastest) | default period (fastest) | overhead (fastest) |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    let points = |on: Duration, off: Duration| {
+        format!(
+            "{:+.1} points",
+            100.0 * (on.as_secs_f64() / off.as_secs_f64() - 1.0)
+        )
+    };
+    for (name, [off, on]) in names.iter().zip(outcomes) {
+        let line = match (stats(off), stats(on)) {
+            (Some((off_m, off_f, n)), Some((on_m, on_f, _))) => format!(
+                "| {name} | {n} | {:.3} s | {:.3} s | {} | {:.3} s | {:.3} s | {} |",
+                off_m.as_secs_f64(),
+                on_m.as_secs_f64(),
+                points(on_m, off_m),
+                off_f.as_secs_f64(),
+                on_f.as_secs_f64(),
+                points(on_f, off_f),
+            ),
+            _ => format!("| {name} | – | failed | | | | | |"),
+        };
+        t.push_str(&line);
+        t.push('\n');
+    }
+    t
 }
 
 #[cfg(test)]
@@ -332,6 +411,32 @@ mod tests {
             "| spe=on | 1 | 1.500 s | 1.50× | 1.500 s | 1.67× | 9.0 s | 2.00× | – | – |"
         );
         assert!(lines[4].contains("failed: timeout after 600 s"));
+    }
+
+    #[test]
+    fn each_build_is_compared_with_its_own_spe_off() {
+        let m = |v: Vec<Sample>| Outcome::Measured(v);
+        let t = ab_table(
+            &["A", "B", "C"],
+            &[
+                [
+                    m(vec![s(1000, 1), s(1100, 1)]),
+                    m(vec![s(1100, 1), s(1300, 1)]),
+                ],
+                [m(vec![s(2000, 1)]), m(vec![s(2600, 1)])],
+                [m(vec![s(1000, 1)]), Outcome::Failed("timeout".into())],
+            ],
+        );
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(
+            lines[2],
+            "| A | 2 | 1.050 s | 1.200 s | +14.3 points | 1.000 s | 1.100 s | +10.0 points |"
+        );
+        assert_eq!(
+            lines[3],
+            "| B | 1 | 2.000 s | 2.600 s | +30.0 points | 2.000 s | 2.600 s | +30.0 points |"
+        );
+        assert!(lines[4].contains("failed"));
     }
 
     #[test]

@@ -49,11 +49,13 @@ const USAGE: &str = "usage: cargo xtask <command>
                      alone, which must have no SPE (by hand, not in CI)
   series-build       apply qemu-patches/ one patch at a time to a clean
                      QEMU and build after each (slow: by hand, not in CI)
-  bench-overhead [--runs N] [--pin]
+  bench-overhead [--runs N] [--pin] [--ab NAME=QEMU ...]
                      time the guest workload with SPE off, on, and sampling;
                      print a markdown table; --pin: QEMU's vCPU 0 thread
                      alone on the first host CPU this process may use,
-                     everything else on the others";
+                     everything else on the others; --ab (twice or more):
+                     spe=off and the default period only, with each QEMU
+                     build in turn, and each build's overhead in points";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -83,7 +85,7 @@ fn real_main(args: &[String]) -> Result<bool> {
     let options: &[&str] = match cmd.as_str() {
         "test" => &["--no-lint"],
         "run" => &["--no-backend", "--spe"],
-        "bench-overhead" => &["--runs", "--pin"],
+        "bench-overhead" => &["--runs", "--pin", "--ab"],
         _ => &[],
     };
     if wants_help(cmd, rest, options)? {
@@ -175,7 +177,12 @@ fn real_main(args: &[String]) -> Result<bool> {
             // The overhead is measured on the kernel BENCHMARKS.md names.
             let mut rig = prepare(&paths, &[&kernels::MATRIX[0]])?.remove(0);
             rig.pin_vcpu0 = rest.iter().any(|a| a == "--pin");
-            bench::run(&rig, runs)
+            let builds = ab_builds(rest)?;
+            if builds.is_empty() {
+                bench::run(&rig, runs)
+            } else {
+                bench::run_ab(&rig, runs, &builds)
+            }
         }
         "series-build" => setup::series_build(&Paths::discover()?),
         "virtme-ng" => {
@@ -218,6 +225,31 @@ fn wants_help(cmd: &str, rest: &[String], options: &[&str]) -> Result<bool> {
         }
     }
     Ok(false)
+}
+
+/// `bench-overhead`'s `--ab NAME=QEMU` options, in order.
+fn ab_builds(args: &[String]) -> Result<Vec<(String, PathBuf)>> {
+    let mut builds = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a != "--ab" {
+            continue;
+        }
+        let v = it.next().map(String::as_str).unwrap_or_default();
+        let (name, qemu) = v
+            .split_once('=')
+            .filter(|(n, q)| !n.is_empty() && !q.is_empty())
+            .with_context(|| format!("--ab needs NAME=QEMU, not {v:?}\n{USAGE}"))?;
+        let qemu = PathBuf::from(qemu);
+        if !qemu.is_file() {
+            bail!("--ab {name}={}: no such file", qemu.display());
+        }
+        builds.push((name.to_string(), qemu));
+    }
+    if builds.len() == 1 {
+        bail!("--ab compares builds: give two or more\n{USAGE}");
+    }
+    Ok(builds)
 }
 
 /// `OPTION VALUE` taken out of `args`.

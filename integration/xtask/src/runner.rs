@@ -223,6 +223,7 @@ pub const ICOUNT_AUTO: &str = "shift=auto";
 pub const ICOUNT_FIXED: &str = "shift=0,sleep=off";
 
 /// Fixed inputs shared by every run.
+#[derive(Clone)]
 pub struct Rig {
     /// The kernel of the matrix this rig boots.
     pub spec: &'static KernelSpec,
