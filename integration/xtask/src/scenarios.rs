@@ -210,6 +210,20 @@ pub fn all() -> Vec<Scenario> {
                 ..SpeRun::new("max")
             }),
         },
+        // PMSCR's three names from a kernel at EL2 with E2H (QEMU's E2H
+        // alias table): the backend must model EL2.
+        Scenario {
+            name: "spe-el2",
+            guest: "spe-el2",
+            backend: true,
+            timeout: Duration::from_secs(120),
+            expect: Expect::Pass(check_spe_el2),
+            kill_backend_when: None,
+            spe: Some(SpeRun {
+                virtualization: true,
+                ..SpeRun::new("max")
+            }),
+        },
         // Issue 17: each filtering attribute of the driver, on the
         // profile that has them all (FEAT_SPEv1p4 with EFT and FnE).
         Scenario {
@@ -372,7 +386,7 @@ pub fn all() -> Vec<Scenario> {
 /// Scenarios that load a module built against the kernel's headers,
 /// which only the host suite's kernel has (a newer suite's kbuild is built
 /// for its own C library).
-const NEEDS_EXTRA_MODULES: &[&str] = &["pmu-snapshot"];
+const NEEDS_EXTRA_MODULES: &[&str] = &["pmu-snapshot", "spe-el2"];
 
 /// What the middle kernel of the matrix (6.12) runs in `cargo xtask test`:
 /// a sample, so CI stays well inside its time on 2 cores. The oldest kernel
@@ -551,6 +565,19 @@ fn hex(out: &RunOutput, key: &str) -> Result<u64, String> {
     out.result(key)
         .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
         .ok_or_else(|| format!("guest result {key}={:?} is not hex", out.result(key)))
+}
+
+/// At EL2 with E2H, PMSCR_EL1 is PMSCR_EL2 (the 1 written through it) and
+/// PMSCR_EL12 is PMSCR_EL1 (the 2 written through it).
+pub fn check_spe_el2(out: &RunOutput) -> Result<(), String> {
+    let mut errs = Vec::new();
+    for (reg, want) in [("pmscr_el1", 1), ("pmscr_el2", 1), ("pmscr_el12", 2)] {
+        let got = hex(out, reg)?;
+        if got != want {
+            errs.push(format!("{reg} {got:#x}, want {want:#x}"));
+        }
+    }
+    verdict(errs)
 }
 
 /// A PMU snapshot request with Capture events disabled (PMECR_EL1.SSE
@@ -1107,6 +1134,32 @@ mod tests {
             log,
         );
         assert!(check_spe_perf(&short).unwrap_err().contains("wrote 7"));
+    }
+
+    #[test]
+    fn el12_reaches_the_el1_register() {
+        let r = |el12: &'static str| {
+            [
+                ("vhe", "1"),
+                ("pmscr_el1", "0x1"),
+                ("pmscr_el2", "0x1"),
+                ("pmscr_el12", el12),
+            ]
+        };
+        assert_eq!(
+            check_spe_el2(&out(Verdict::Pass, &r("0x2"), "", "")),
+            Ok(())
+        );
+        // PMSCR_EL12 sent on as PMSCR_EL1, which a host EL2 redirects.
+        let bad = [
+            ("pmscr_el1", "0x2"),
+            ("pmscr_el2", "0x2"),
+            ("pmscr_el12", "0x2"),
+        ];
+        let e = check_spe_el2(&out(Verdict::Pass, &bad, "", "")).unwrap_err();
+        assert!(e.contains("pmscr_el2 0x2"), "{e}");
+        assert!(check_spe_el2(&out(Verdict::Pass, &r("0x0"), "", "")).is_err());
+        assert!(check_spe_el2(&out(Verdict::Pass, &[], "", "")).is_err());
     }
 
     #[test]
