@@ -19,6 +19,7 @@ pub mod report;
 pub mod ring;
 pub mod shm;
 pub mod spu;
+pub mod stats;
 pub mod synthetic;
 pub mod vhu_spe;
 

@@ -620,7 +620,7 @@ impl VhostUserBackendMut for VhostUserSpeBackend {
 
     fn reset_device(&mut self) {
         info!("device reset");
-        self.spus.iter_mut().for_each(Spu::reset);
+        self.spus.iter_mut().for_each(Spu::reset_keeping_stats);
         self.irq_level.fill(false);
         self.pending.clear();
     }
@@ -842,10 +842,11 @@ pub fn serve(
             Err(e) => error!("vhost-user connection closed on error: {e}"),
         }
         drop(daemon);
-        backend
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .close_leaked_exit_fds();
+        {
+            let backend = backend.read().unwrap_or_else(|e| e.into_inner());
+            crate::stats::log_stats(&backend.spus);
+            backend.close_leaked_exit_fds();
+        }
         info!("device state reset; waiting for the next front end");
     }
 }

@@ -5,7 +5,7 @@
 //! `to_bytes`/`from_bytes`) rather than a `#[repr(C)]` cast, so the layout is
 //! the same on any host and parsing a guest-supplied buffer can only fail with
 //! an error, never misbehave. [`c_header`] turns the same constants into the C
-//! header the guest driver includes (`guest-driver/virtio_spe.h`); a unit test
+//! header the guest driver includes (`guest-driver/virtio_spe/virtio_spe.h`); a unit test
 //! checks that the committed header is the generated one.
 //!
 //! # Device
@@ -53,7 +53,7 @@
 use std::fmt;
 
 use crate::le::{u32_at, u64_at};
-use crate::regs::encode;
+use crate::regs::{encode, SysReg};
 
 /// Virtio device ID of the SPE device (unallocated in the virtio spec).
 pub const VIRTIO_ID_SPE: u32 = 58;
@@ -411,7 +411,7 @@ fn c_struct(out: &mut String, name: &str, size: usize, fields: &[(&str, &str, us
 }
 
 /// The C header for the guest driver, generated from this module's
-/// constants and layouts. `guest-driver/virtio_spe.h` is this text.
+/// constants and layouts. `guest-driver/virtio_spe/virtio_spe.h` is this text.
 pub fn c_header() -> String {
     use std::fmt::Write;
     let mut h = String::new();
@@ -490,6 +490,22 @@ pub fn c_header() -> String {
         } else {
             let _ = writeln!(h, "#define {name} {value}");
         }
+    }
+    // The SPE and PMU-snapshot registers the control queue serves, by the
+    // same encoding as the translation registers above.
+    h.push('\n');
+    for r in SysReg::all() {
+        if let SysReg::PmevcntsvrEl1(n) = r {
+            if n == 0 {
+                let _ = writeln!(
+                    h,
+                    "#define VIRTIO_SPE_REG_PMEVCNTSVR_EL1(n) (0x{:04x} + (n))",
+                    r.encoding()
+                );
+            }
+            continue;
+        }
+        let _ = writeln!(h, "#define VIRTIO_SPE_REG_{} 0x{:04x}", r.name(), r.encoding());
     }
     h.push('\n');
     c_struct(
@@ -645,11 +661,20 @@ mod tests {
         );
     }
 
-    /// Fails when `guest-driver/virtio_spe.h` is not what `c_header()`
+    /// Fails when `guest-driver/virtio_spe/virtio_spe.h` is not what `c_header()`
     /// generates. `SPE_BLESS=1` rewrites the file instead.
     #[test]
+    fn pmevcntsvr_macro_is_the_encoding() {
+        // The header's PMEVCNTSVR_EL1(n) macro adds n to counter 0's encoding.
+        let base = SysReg::PmevcntsvrEl1(0).encoding();
+        for n in 0..=30u8 {
+            assert_eq!(SysReg::PmevcntsvrEl1(n).encoding(), base + u32::from(n));
+        }
+    }
+
+    #[test]
     fn c_header_matches_committed_file() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-driver/virtio_spe.h");
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-driver/virtio_spe/virtio_spe.h");
         let want = c_header();
         if std::env::var_os("SPE_BLESS").is_some() {
             std::fs::write(path, &want).unwrap();

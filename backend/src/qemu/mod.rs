@@ -539,7 +539,7 @@ impl Server {
             // Before the stats line, which tells a waiting harness the VM
             // is done with.
             vm.finish_recording();
-            log_stats(vm);
+            crate::stats::log_stats(&vm.spus);
         }
         // Unregister before the fds close: epoll keys on the fd number.
         let _ = ops.remove(Events::with_data(&conn.stream, CONN, EventSet::IN));
@@ -765,34 +765,6 @@ impl Server {
             && vm.spus.get(h.vcpu as usize).is_some_and(Spu::pmbirq);
         send(&conn.stream, &h, &Status { status, pmbirq }.to_bytes())
     }
-}
-
-/// One line per vCPU and a total: what the VM's SPUs did (the integration
-/// scenarios compare the total with what perf decoded in the guest).
-fn log_stats(vm: &Vm) {
-    let mut total = crate::spu::SpuStats::default();
-    for (v, spu) in vm.spus.iter().enumerate() {
-        let s = spu.stats();
-        info!(
-            "stats vCPU {v}: samples={} filtered={} records={} bytes={} discarded={} management_events={}",
-            s.samples, s.filtered, s.records, s.bytes, s.discarded, s.management_events
-        );
-        total.samples += s.samples;
-        total.filtered += s.filtered;
-        total.records += s.records;
-        total.bytes += s.bytes;
-        total.discarded += s.discarded;
-        total.management_events += s.management_events;
-    }
-    info!(
-        "stats total: samples={} filtered={} records={} bytes={} discarded={} management_events={}",
-        total.samples,
-        total.filtered,
-        total.records,
-        total.bytes,
-        total.discarded,
-        total.management_events
-    );
 }
 
 fn hello_reply(cfg: &Config, hello: &Hello) -> (HelloReply, Option<Vm>) {

@@ -482,6 +482,14 @@ impl Spu {
         self.stats = SpuStats::default();
     }
 
+    /// [`Spu::reset`], but the counts go on: a guest resetting its device
+    /// (a driver rebinding, a kernel's shutdown) is still the same VM.
+    pub fn reset_keeping_stats(&mut self) {
+        let stats = self.stats;
+        self.reset();
+        self.stats = stats;
+    }
+
     /// The PMU counter values a capture would copy now.
     pub fn pmu_counters(&self) -> PmuCounters {
         self.counters

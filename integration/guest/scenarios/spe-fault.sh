@@ -29,10 +29,11 @@ bad=$(grep -ciE 'bad packet|decoder error|failed to decode' /tmp/f.dump)
 aux=$(spe_aux_flags /tmp/f.dump)
 irqs_after=$(irq_count)
 
-# The driver's error line: "arm_spe_pmu: <what> on CPU n [PMBSR=0x…, …]".
+# The driver's error line: "arm_spe_pmu: <what> on CPU n [PMBSR=0x…, …]"
+# (virtio_spe's says "virtio_spe:").
 msg_line=$(dmesg | grep -m 1 -E 'on CPU [0-9]+ \[PMBSR=')
 msgs=$(dmesg | grep -cE 'on CPU [0-9]+ \[PMBSR=')
-msg=$(echo "$msg_line" | sed -n 's/^.*arm_spe_pmu: \(.*\) on CPU .*/\1/p' | tr ' ' '_')
+msg=$(echo "$msg_line" | sed -n 's/^.*\(arm_spe_pmu\|virtio_spe\): \(.*\) on CPU .*/\2/p' | tr ' ' '_')
 msg_pmbsr=$(echo "$msg_line" | sed -n 's/.*\[PMBSR=\(0x[0-9a-f]*\),.*/\1/p')
 warnings=$(dmesg | grep -cE 'WARNING:|BUG:|Oops|Call trace:')
 [ -n "$msg_line" ] && echo "$msg_line"

@@ -9,6 +9,7 @@ mod host;
 mod initramfs;
 mod install;
 mod kernels;
+mod paravirt;
 mod proofs;
 mod runner;
 mod scenarios;
@@ -330,24 +331,30 @@ fn prepare(paths: &Paths, kernels: &[&'static KernelSpec]) -> Result<Vec<Rig>> {
     Ok(rigs)
 }
 
-/// Cross-builds the guest driver (`guest-driver/`, once it has a Kbuild)
-/// and every test module under `integration/guest/modules/` against the
+/// Cross-builds the guest drivers (each folder of `guest-driver/`) and
+/// every test module under `integration/guest/modules/` against the
 /// Debian headers, each in a copy so the source tree stays clean. The
 /// modules land in the initramfs under lib/modules/<kver>/extra.
 fn guest_modules(paths: &Paths, guest: &setup::Guest) -> Result<Vec<PathBuf>> {
     let Some(headers) = &guest.headers else {
         return Ok(Vec::new());
     };
-    let mut dirs = vec![("guest-driver".to_string(), paths.repo.join("guest-driver"))];
-    let tests = paths.repo.join("integration/guest/modules");
-    if tests.is_dir() {
-        let mut found: Vec<PathBuf> = std::fs::read_dir(&tests)?
+    let mut dirs = Vec::new();
+    for (top, label) in [
+        ("guest-driver", "guest-driver"),
+        ("integration/guest/modules", "modules"),
+    ] {
+        let top = paths.repo.join(top);
+        if !top.is_dir() {
+            continue;
+        }
+        let mut found: Vec<PathBuf> = std::fs::read_dir(&top)?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.is_dir())
             .collect();
         found.sort();
         for d in found {
-            let name = format!("modules/{}", d.file_name().unwrap().to_string_lossy());
+            let name = format!("{label}/{}", d.file_name().unwrap().to_string_lossy());
             dirs.push((name, d));
         }
     }

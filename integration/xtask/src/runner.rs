@@ -178,6 +178,11 @@ pub struct SpeRun {
     /// UNPREDICTABLE and IMPLEMENTATION DEFINED behaviours other than the
     /// defaults; `--align BYTES`).
     pub backend_args: &'static [&'static str],
+    /// The paravirtual path instead: a guest CPU without SPE (`-cpu max`)
+    /// and the backend as QEMU's vhost-user device (virtio ID 58), which
+    /// the guest's `virtio_spe` module drives. The other options apply
+    /// to the backend as on the QEMU channel.
+    pub paravirt: bool,
 }
 
 impl SpeRun {
@@ -199,6 +204,17 @@ impl SpeRun {
             log: None,
             qemu_args: &[],
             backend_args: &[],
+            paravirt: false,
+        }
+    }
+
+    /// The paravirtual path (see [`SpeRun::paravirt`]) with the backend's
+    /// `--cpu` and synthetic source.
+    pub const fn paravirt(backend_cpu: &'static str, synthetic: u64) -> SpeRun {
+        SpeRun {
+            paravirt: true,
+            synthetic: Some(synthetic),
+            ..SpeRun::new(backend_cpu)
         }
     }
 
@@ -477,9 +493,13 @@ impl Rig {
                 cmd.arg("--socket-path").arg(socket);
             }
             Some(spe) => {
-                cmd.arg("--qemu-socket")
-                    .arg(socket)
-                    .args(["--cpu", spe.backend_cpu]);
+                cmd.arg(if spe.paravirt {
+                    "--socket-path"
+                } else {
+                    "--qemu-socket"
+                })
+                .arg(socket)
+                .args(["--cpu", spe.backend_cpu]);
                 if spe.virtualization {
                     cmd.arg("--el2");
                 }
@@ -582,7 +602,7 @@ impl Rig {
         let mut c = Command::new(&self.qemu);
         let mem = "1G";
         let (machine, cpu) = match &spec.spe {
-            Some(spe) if spec.backend => (
+            Some(spe) if spec.backend && !spe.paravirt => (
                 format!(
                     "virt,gic-version=3,memory-backend=mem{}{}",
                     if spe.virtualization {
@@ -621,7 +641,7 @@ impl Rig {
             &mut c,
             &format!("spe.scenario={} spe.virtio_id={VIRTIO_ID}", spec.scenario),
         );
-        if spec.backend && spec.spe.is_none() {
+        if spec.backend && spec.spe.as_ref().is_none_or(|s| s.paravirt) {
             c.arg("-chardev")
                 .arg(format!("socket,id=spe0,path={}", socket.display()))
                 .arg("-device")
