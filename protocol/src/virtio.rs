@@ -672,6 +672,78 @@ mod tests {
         }
     }
 
+    /// A number as the header or the spec writes it: `58`, `0x10`,
+    /// `(1U << 0)` or `bit 0`.
+    fn spec_number(v: &str) -> Option<u64> {
+        let v = v.trim();
+        if let Some(b) = v.strip_prefix("bit ") {
+            return b.parse().ok().map(|b: u32| 1u64 << b);
+        }
+        if let Some(b) = v.strip_prefix("(1U << ").and_then(|b| b.strip_suffix(')')) {
+            return b.parse().ok().map(|b: u32| 1u64 << b);
+        }
+        match v.strip_prefix("0x") {
+            Some(h) => u64::from_str_radix(h, 16).ok(),
+            None => v.parse().ok(),
+        }
+    }
+
+    /// guest-driver/virtio-spe-spec.md, the device's specification, says
+    /// what the generated header says: every structure verbatim, and
+    /// every constant but the SPE register encodings (which it names as a
+    /// set) in a table row `` | `NAME` | value | ``.
+    #[test]
+    fn spec_matches_header() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-driver/virtio-spe-spec.md");
+        let spec = std::fs::read_to_string(path).unwrap();
+        let header = c_header();
+        let mut rest = header.as_str();
+        let mut structs = 0;
+        while let Some(start) = rest.find("\nstruct virtio_spe_").map(|i| i + 1) {
+            let end = rest[start..].find("} __packed;").unwrap() + start + "} __packed;".len();
+            assert!(
+                spec.contains(&rest[start..end]),
+                "{path} lacks\n{}",
+                &rest[start..end]
+            );
+            structs += 1;
+            rest = &rest[end..];
+        }
+        assert_eq!(structs, 4);
+        let rows: Vec<(&str, &str)> = spec
+            .lines()
+            .filter_map(|l| {
+                let mut cells = l.strip_prefix("| `")?.splitn(2, "` | ");
+                let name = cells.next()?;
+                let value = cells.next()?.split(" |").next()?;
+                Some((name, value))
+            })
+            .collect();
+        let mut checked = 0;
+        for line in header.lines() {
+            let Some(def) = line.strip_prefix("#define ") else {
+                continue;
+            };
+            let Some((name, value)) = def.split_once(' ') else {
+                continue;
+            };
+            if name == "VIRTIO_SPE_H" || name.starts_with("VIRTIO_SPE_REG_PM") {
+                continue;
+            }
+            let row = rows.iter().find(|(n, _)| *n == name);
+            let Some((_, said)) = row else {
+                panic!("{path} has no table row for {name}");
+            };
+            match name.strip_prefix("VIRTIO_SPE_REG_") {
+                // A translation register: the row names it.
+                Some(reg) => assert_eq!(*said, reg, "{name}"),
+                None => assert_eq!(spec_number(said), spec_number(value), "{name}: {said} vs {value}"),
+            }
+            checked += 1;
+        }
+        assert!(checked >= 20, "only {checked} constants checked");
+    }
+
     #[test]
     fn c_header_matches_committed_file() {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-driver/virtio_spe/virtio_spe.h");
