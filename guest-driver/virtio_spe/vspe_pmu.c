@@ -145,7 +145,7 @@ static ssize_t cpumask_show(struct device *dev, struct device_attribute *attr,
 {
 	struct vspe_pmu *p = to_vspe_pmu(dev_get_drvdata(dev));
 
-	return cpumap_print_to_pagebuf(true, buf, &p->supported_cpus);
+	return sysfs_emit(buf, "%*pbl\n", cpumask_pr_args(&p->supported_cpus));
 }
 static DEVICE_ATTR_RO(cpumask);
 

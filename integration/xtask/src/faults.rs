@@ -357,7 +357,9 @@ pub const VIRTIO_CASES: &[Case] = &[
 
 /// The scenarios of [`CASES`] and [`VIRTIO_CASES`] for `cargo xtask test`.
 pub fn scenarios() -> Vec<Scenario> {
-    let full = CASES.iter().map(|c| (c, "spe-fault", SpeRun::new("neoverse-n1")));
+    let full = CASES
+        .iter()
+        .map(|c| (c, "spe-fault", SpeRun::new("neoverse-n1")));
     let paravirt = VIRTIO_CASES
         .iter()
         .map(|c| (c, "virtio-spe-fault", SpeRun::paravirt("neoverse-n1", 0)));

@@ -22,7 +22,11 @@ pub fn scenarios() -> Vec<Scenario> {
         spe: Some(SpeRun::paravirt("neoverse-n1", RATE)),
     };
     vec![
-        run("virtio-spe-perf", "virtio-spe-perf", Expect::Pass(check_perf)),
+        run(
+            "virtio-spe-perf",
+            "virtio-spe-perf",
+            Expect::Pass(check_perf),
+        ),
         // The negative control: without the module there is no PMU.
         run(
             "virtio-spe-no-module",
@@ -32,7 +36,11 @@ pub fn scenarios() -> Vec<Scenario> {
                 console: "pmu=absent",
             },
         ),
-        run("virtio-spe-rmmod", "virtio-spe-rmmod", Expect::Pass(check_rmmod)),
+        run(
+            "virtio-spe-rmmod",
+            "virtio-spe-rmmod",
+            Expect::Pass(check_rmmod),
+        ),
     ]
 }
 
@@ -45,7 +53,13 @@ fn check_perf(out: &RunOutput) -> Result<(), String> {
         errs.push("no arm_spe_0 PMU".to_string());
     }
     let formats = out.result("pmu_formats").unwrap_or("");
-    for f in ["ts_enable", "pa_enable", "load_filter", "min_latency", "event_filter"] {
+    for f in [
+        "ts_enable",
+        "pa_enable",
+        "load_filter",
+        "min_latency",
+        "event_filter",
+    ] {
         if !formats.split(',').any(|x| x == f) {
             errs.push(format!("format attribute {f} missing ({formats})"));
         }

@@ -247,7 +247,8 @@ pub struct Rig {
     pub kernel: PathBuf,
     pub initrd: PathBuf,
     /// Whether the image holds the modules built against the kernel's
-    /// headers (integration/guest/modules): only the host suite's kernel.
+    /// headers (guest-driver/, integration/guest/modules): every kernel of
+    /// the matrix once its headers are set up.
     pub has_extra_modules: bool,
     pub backend: PathBuf,
     /// `spe-qemu`, installed with the QEMU and backend above into a
