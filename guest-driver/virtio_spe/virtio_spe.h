@@ -9,6 +9,7 @@
 #ifndef VIRTIO_SPE_H
 #define VIRTIO_SPE_H
 
+#include <linux/const.h>
 #include <linux/types.h>
 
 #define VIRTIO_ID_SPE 58
@@ -18,7 +19,7 @@
 #define VIRTIO_SPE_CONFIG_SIZE 64
 #define VIRTIO_SPE_VERSION 1
 #define VIRTIO_SPE_MAX_BATCH 64
-#define VIRTIO_SPE_F_SNAPSHOT (1U << 0)
+#define VIRTIO_SPE_F_SNAPSHOT _BITUL(0)
 
 #define VIRTIO_SPE_REG_SCTLR_EL1 0xc080
 #define VIRTIO_SPE_REG_TTBR0_EL1 0xc100
@@ -73,7 +74,6 @@ struct virtio_spe_config {
 	__le32 max_batch;
 	__u8 reserved0[24];
 } __packed;
-_Static_assert(sizeof(struct virtio_spe_config) == 64, "virtio_spe_config layout");
 
 struct virtio_spe_ctrl_req {
 	__le32 vcpu;
@@ -82,7 +82,7 @@ struct virtio_spe_ctrl_req {
 	__u8 reserved0[7];
 	__le64 value;
 } __packed;
-_Static_assert(sizeof(struct virtio_spe_ctrl_req) == 24, "virtio_spe_ctrl_req layout");
+#define VIRTIO_SPE_CTRL_REQ_SIZE 24
 
 struct virtio_spe_ctrl_resp {
 	__u8 status;
@@ -90,7 +90,7 @@ struct virtio_spe_ctrl_resp {
 	__u8 reserved0[6];
 	__le64 value;
 } __packed;
-_Static_assert(sizeof(struct virtio_spe_ctrl_resp) == 16, "virtio_spe_ctrl_resp layout");
+#define VIRTIO_SPE_CTRL_RESP_SIZE 16
 
 struct virtio_spe_event {
 	__le32 vcpu;
@@ -100,6 +100,6 @@ struct virtio_spe_event {
 	__le64 pmbsr;
 	__le64 data;
 } __packed;
-_Static_assert(sizeof(struct virtio_spe_event) == 24, "virtio_spe_event layout");
+#define VIRTIO_SPE_EVENT_SIZE 24
 
 #endif /* VIRTIO_SPE_H */

@@ -22,6 +22,11 @@
 
 #define VSPE_EVENT_BUFS	64
 
+static_assert(sizeof(struct virtio_spe_config) == VIRTIO_SPE_CONFIG_SIZE);
+static_assert(sizeof(struct virtio_spe_ctrl_req) == VIRTIO_SPE_CTRL_REQ_SIZE);
+static_assert(sizeof(struct virtio_spe_ctrl_resp) == VIRTIO_SPE_CTRL_RESP_SIZE);
+static_assert(sizeof(struct virtio_spe_event) == VIRTIO_SPE_EVENT_SIZE);
+
 static unsigned int ctrl_timeout_ms = 1000;
 module_param(ctrl_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(ctrl_timeout_ms,

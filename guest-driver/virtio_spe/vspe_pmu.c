@@ -407,16 +407,28 @@ no_space:
 	return 0;
 }
 
-/* Reports what the device wrote, from its PMBPTR. */
+/*
+ * Reports what the device wrote, from its PMBPTR. A pointer outside
+ * what it was given (a back end that restarted with its registers reset)
+ * says nothing about the data: report it lost.
+ */
 static void vspe_aux_output_end(struct perf_output_handle *handle, u64 pmbptr)
 {
 	struct vspe_buf *buf = perf_get_aux(handle);
+	u64 head = vspe_idx2off(handle->head, buf);
 	u64 offset = pmbptr - (u64)buf->base;
-	u64 size = offset - vspe_idx2off(handle->head, buf);
 
+	if (pmbptr < (u64)buf->base || offset < head ||
+	    offset > (u64)buf->nr_pages * PAGE_SIZE) {
+		pr_err_ratelimited("PMBPTR 0x%llx outside the buffer on CPU %d: data lost\n",
+				   pmbptr, smp_processor_id());
+		perf_aux_output_flag(handle, PERF_AUX_FLAG_TRUNCATED);
+		perf_aux_output_end(handle, 0);
+		return;
+	}
 	if (buf->snapshot)
 		handle->head = offset;
-	perf_aux_output_end(handle, size);
+	perf_aux_output_end(handle, offset - head);
 }
 
 /*

@@ -404,10 +404,17 @@ fn c_struct(out: &mut String, name: &str, size: usize, fields: &[(&str, &str, us
         let _ = writeln!(out, "\t__u8 reserved{pad}[{}];", size - at);
     }
     let _ = writeln!(out, "}} __packed;");
-    let _ = writeln!(
-        out,
-        "_Static_assert(sizeof(struct {name}) == {size}, \"{name} layout\");\n"
-    );
+    // A uapi-style header has no static assertions: the size is a
+    // constant the driver asserts against (the config's is
+    // VIRTIO_SPE_CONFIG_SIZE).
+    if let Some(short) = name.strip_prefix("virtio_spe_").filter(|n| *n != "config") {
+        let _ = writeln!(
+            out,
+            "#define VIRTIO_SPE_{}_SIZE {size}",
+            short.to_uppercase()
+        );
+    }
+    out.push('\n');
 }
 
 /// The C header for the guest driver, generated from this module's
@@ -426,6 +433,7 @@ pub fn c_header() -> String {
          \x20*/\n\
          #ifndef VIRTIO_SPE_H\n\
          #define VIRTIO_SPE_H\n\n\
+         #include <linux/const.h>\n\
          #include <linux/types.h>\n\n",
     );
     let defines: &[(&str, String)] = &[
@@ -438,7 +446,7 @@ pub fn c_header() -> String {
         ("VIRTIO_SPE_MAX_BATCH", MAX_BATCH.to_string()),
         (
             "VIRTIO_SPE_F_SNAPSHOT",
-            format!("(1U << {})", VIRTIO_SPE_F_SNAPSHOT.trailing_zeros()),
+            format!("_BITUL({})", VIRTIO_SPE_F_SNAPSHOT.trailing_zeros()),
         ),
         ("", String::new()),
         ("VIRTIO_SPE_REG_SCTLR_EL1", format!("0x{REG_SCTLR_EL1:04x}")),
@@ -505,7 +513,12 @@ pub fn c_header() -> String {
             }
             continue;
         }
-        let _ = writeln!(h, "#define VIRTIO_SPE_REG_{} 0x{:04x}", r.name(), r.encoding());
+        let _ = writeln!(
+            h,
+            "#define VIRTIO_SPE_REG_{} 0x{:04x}",
+            r.name(),
+            r.encoding()
+        );
     }
     h.push('\n');
     c_struct(
@@ -673,13 +686,13 @@ mod tests {
     }
 
     /// A number as the header or the spec writes it: `58`, `0x10`,
-    /// `(1U << 0)` or `bit 0`.
+    /// `_BITUL(0)` or `bit 0`.
     fn spec_number(v: &str) -> Option<u64> {
         let v = v.trim();
         if let Some(b) = v.strip_prefix("bit ") {
             return b.parse().ok().map(|b: u32| 1u64 << b);
         }
-        if let Some(b) = v.strip_prefix("(1U << ").and_then(|b| b.strip_suffix(')')) {
+        if let Some(b) = v.strip_prefix("_BITUL(").and_then(|b| b.strip_suffix(')')) {
             return b.parse().ok().map(|b: u32| 1u64 << b);
         }
         match v.strip_prefix("0x") {
@@ -694,7 +707,10 @@ mod tests {
     /// set) in a table row `` | `NAME` | value | ``.
     #[test]
     fn spec_matches_header() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-driver/virtio-spe-spec.md");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../guest-driver/virtio-spe-spec.md"
+        );
         let spec = std::fs::read_to_string(path).unwrap();
         let header = c_header();
         let mut rest = header.as_str();
@@ -737,7 +753,11 @@ mod tests {
             match name.strip_prefix("VIRTIO_SPE_REG_") {
                 // A translation register: the row names it.
                 Some(reg) => assert_eq!(*said, reg, "{name}"),
-                None => assert_eq!(spec_number(said), spec_number(value), "{name}: {said} vs {value}"),
+                None => assert_eq!(
+                    spec_number(said),
+                    spec_number(value),
+                    "{name}: {said} vs {value}"
+                ),
             }
             checked += 1;
         }
@@ -746,7 +766,10 @@ mod tests {
 
     #[test]
     fn c_header_matches_committed_file() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../guest-driver/virtio_spe/virtio_spe.h");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../guest-driver/virtio_spe/virtio_spe.h"
+        );
         let want = c_header();
         if std::env::var_os("SPE_BLESS").is_some() {
             std::fs::write(path, &want).unwrap();

@@ -3,6 +3,7 @@
 
 mod attributes;
 mod bench;
+mod checkpatch;
 mod driver_bugs;
 mod faults;
 mod host;
@@ -460,6 +461,7 @@ fn test(args: &[String], kernels: &[&'static KernelSpec]) -> Result<bool> {
             ],
         )?;
         cargo_step(&paths, &["test", "--workspace"])?;
+        checkpatch::check(&paths)?;
     }
     let all = scenarios::all();
     for o in &only {

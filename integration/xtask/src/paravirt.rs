@@ -41,6 +41,17 @@ pub fn scenarios() -> Vec<Scenario> {
             "virtio-spe-rmmod",
             Expect::Pass(check_rmmod),
         ),
+        Scenario {
+            spe: Some(SpeRun {
+                restart_when: Some("SPE-VIRTIO-RESTART"),
+                ..SpeRun::paravirt("neoverse-n1", RATE)
+            }),
+            ..run(
+                "virtio-spe-restart",
+                "virtio-spe-restart",
+                Expect::Pass(check_restart),
+            )
+        },
     ]
 }
 
@@ -109,6 +120,26 @@ fn check_rmmod(out: &RunOutput) -> Result<(), String> {
     }
     if backend_stat(&out.backend_log, "records").unwrap_or(0) == 0 {
         errs.push("the backend wrote no records".into());
+    }
+    verdict(errs)
+}
+
+/// The backend was restarted mid-record: the guest neither hung nor
+/// warned, perf was told of the loss, and the next recording works.
+fn check_restart(out: &RunOutput) -> Result<(), String> {
+    let mut errs = Vec::new();
+    let restarted = std::fs::read_to_string(out.dir.join("restart.log")).unwrap_or_default();
+    if !restarted.contains("started again") {
+        errs.push(format!("the backend was not restarted: {restarted:?}"));
+    }
+    if num(out, "kernel_warnings")? != 0 {
+        errs.push("the guest kernel warned".into());
+    }
+    if num(out, "aux_truncated")? == 0 {
+        errs.push("the recording across the restart was not flagged TRUNCATED".into());
+    }
+    if num(out, "after_records")? == 0 {
+        errs.push("the recording after the restart got no records".into());
     }
     verdict(errs)
 }
