@@ -44,6 +44,15 @@ MODULE_PARM_DESC(pmu_index,
 #define CFG_LOAD_FILTER		BIT_ULL(33)
 #define CFG_STORE_FILTER	BIT_ULL(34)
 #define CFG_DISCARD		BIT_ULL(35)
+#define CFG_BRANCH_FILTER_MASK	BIT_ULL(36)
+#define CFG_LOAD_FILTER_MASK	BIT_ULL(37)
+#define CFG_STORE_FILTER_MASK	BIT_ULL(38)
+#define CFG_SIMD_FILTER		BIT_ULL(39)
+#define CFG_SIMD_FILTER_MASK	BIT_ULL(40)
+#define CFG_FLOAT_FILTER	BIT_ULL(41)
+#define CFG_FLOAT_FILTER_MASK	BIT_ULL(42)
+/* The type filters that need FEAT_SPE_EFT. */
+#define CFG_EFT			GENMASK_ULL(42, 36)
 #define CFG2_MIN_LATENCY	GENMASK_ULL(11, 0)
 
 /* The largest batch a start needs: translation + buffer + sampling. */
@@ -166,6 +175,13 @@ PMU_FORMAT_ATTR(branch_filter, "config:32");
 PMU_FORMAT_ATTR(load_filter, "config:33");
 PMU_FORMAT_ATTR(store_filter, "config:34");
 PMU_FORMAT_ATTR(discard, "config:35");
+PMU_FORMAT_ATTR(branch_filter_mask, "config:36");
+PMU_FORMAT_ATTR(load_filter_mask, "config:37");
+PMU_FORMAT_ATTR(store_filter_mask, "config:38");
+PMU_FORMAT_ATTR(simd_filter, "config:39");
+PMU_FORMAT_ATTR(simd_filter_mask, "config:40");
+PMU_FORMAT_ATTR(float_filter, "config:41");
+PMU_FORMAT_ATTR(float_filter_mask, "config:42");
 PMU_FORMAT_ATTR(event_filter, "config1:0-63");
 PMU_FORMAT_ATTR(min_latency, "config2:0-11");
 PMU_FORMAT_ATTR(inv_event_filter, "config3:0-63");
@@ -179,6 +195,13 @@ static struct attribute *vspe_format_attrs[] = {
 	&format_attr_load_filter.attr,
 	&format_attr_store_filter.attr,
 	&format_attr_discard.attr,
+	&format_attr_branch_filter_mask.attr,
+	&format_attr_load_filter_mask.attr,
+	&format_attr_store_filter_mask.attr,
+	&format_attr_simd_filter.attr,
+	&format_attr_simd_filter_mask.attr,
+	&format_attr_float_filter.attr,
+	&format_attr_float_filter_mask.attr,
 	&format_attr_event_filter.attr,
 	&format_attr_min_latency.attr,
 	&format_attr_inv_event_filter.attr,
@@ -201,6 +224,14 @@ static umode_t vspe_format_visible(struct kobject *kobj,
 		return p->v->pmsidr & PMSIDR_FE ? attr->mode : 0;
 	if (attr == &format_attr_min_latency.attr)
 		return p->v->pmsidr & PMSIDR_FL ? attr->mode : 0;
+	if (attr == &format_attr_branch_filter_mask.attr ||
+	    attr == &format_attr_load_filter_mask.attr ||
+	    attr == &format_attr_store_filter_mask.attr ||
+	    attr == &format_attr_simd_filter.attr ||
+	    attr == &format_attr_simd_filter_mask.attr ||
+	    attr == &format_attr_float_filter.attr ||
+	    attr == &format_attr_float_filter_mask.attr)
+		return p->v->pmsidr & PMSIDR_EFT ? attr->mode : 0;
 	return attr->mode;
 }
 
@@ -317,6 +348,20 @@ static u64 vspe_event_to_pmsfcr(struct perf_event *event)
 		reg |= PMSFCR_ST;
 	if (attr->config & CFG_BRANCH_FILTER)
 		reg |= PMSFCR_B;
+	if (attr->config & CFG_SIMD_FILTER)
+		reg |= PMSFCR_SIMD;
+	if (attr->config & CFG_FLOAT_FILTER)
+		reg |= PMSFCR_FP;
+	if (attr->config & CFG_BRANCH_FILTER_MASK)
+		reg |= PMSFCR_BM;
+	if (attr->config & CFG_LOAD_FILTER_MASK)
+		reg |= PMSFCR_LDM;
+	if (attr->config & CFG_STORE_FILTER_MASK)
+		reg |= PMSFCR_STM;
+	if (attr->config & CFG_SIMD_FILTER_MASK)
+		reg |= PMSFCR_SIMDM;
+	if (attr->config & CFG_FLOAT_FILTER_MASK)
+		reg |= PMSFCR_FPM;
 	if (reg)
 		reg |= PMSFCR_FT;
 	if (attr->config1)
@@ -533,6 +578,8 @@ static int vspe_event_init(struct perf_event *event)
 	if (has_branch_stack(event) || attr->exclude_idle)
 		return -EOPNOTSUPP;
 	if ((attr->config & CFG_DISCARD) && p->pmsver < DFR0_PMSVER_V1P2)
+		return -EOPNOTSUPP;
+	if ((attr->config & CFG_EFT) && !(pmsidr & PMSIDR_EFT))
 		return -EOPNOTSUPP;
 
 	reg = vspe_event_to_pmsfcr(event);
