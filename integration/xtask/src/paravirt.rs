@@ -4,7 +4,7 @@
 //! The fault scenarios of this path are in faults.rs (`VIRTIO_CASES`).
 
 use crate::runner::{RunOutput, SpeRun};
-use crate::scenarios::{backend_stat, check_spe_perf, num, verdict, Expect, Scenario};
+use crate::scenarios::{backend_stat, num, verdict, Expect, Scenario};
 use std::time::Duration;
 
 /// The synthetic source's operations per second per vCPU: about a
@@ -56,8 +56,9 @@ pub fn scenarios() -> Vec<Scenario> {
 }
 
 /// The module probed, the PMU looks like `arm_spe_pmu`'s, the CPU's own
-/// SPE driver found nothing, and perf decoded every record the backend
-/// wrote, without errors or kernel warnings.
+/// SPE driver found nothing, perf decoded every record the backend wrote,
+/// without errors or kernel warnings, and perf report, perf mem and perf
+/// c2c found samples in them.
 fn check_perf(out: &RunOutput) -> Result<(), String> {
     let mut errs = Vec::new();
     if out.result("pmu") != Some("present") {
@@ -90,8 +91,34 @@ fn check_perf(out: &RunOutput) -> Result<(), String> {
     if num(out, "kernel_warnings")? != 0 {
         errs.push("the guest kernel warned".into());
     }
-    if let Err(e) = check_spe_perf(out) {
-        errs.push(e);
+    // spe-perf.sh's recording, then perf mem's and perf c2c's: together
+    // every record the backend wrote.
+    if num(out, "spe_records")? == 0 || num(out, "spe_bad_packets")? != 0 {
+        errs.push("perf decoded no records, or with errors".into());
+    }
+    let all = num(out, "all_records")?;
+    match backend_stat(&out.backend_log, "records") {
+        Some(b) if b == all => {}
+        b => errs.push(format!(
+            "perf decoded {all} records in all, the backend wrote {b:?}"
+        )),
+    }
+    // perf report, perf mem and perf c2c on the same PMU.
+    for key in [
+        "report_rc",
+        "mem_rc",
+        "mem_report_rc",
+        "c2c_rc",
+        "c2c_report_rc",
+    ] {
+        if num(out, key)? != 0 {
+            errs.push(format!("{key}={}", num(out, key)?));
+        }
+    }
+    for key in ["report_samples", "mem_samples", "c2c_loads"] {
+        if num(out, key)? == 0 {
+            errs.push(format!("{key}=0"));
+        }
     }
     if !out.backend_log.contains("vhost-user connection accepted") {
         errs.push("the backend served no vhost-user connection".into());
