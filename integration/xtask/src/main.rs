@@ -15,6 +15,7 @@ mod proofs;
 mod runner;
 mod scenarios;
 mod setup;
+mod snapshot;
 mod util;
 mod vng;
 mod workloads;

@@ -1,0 +1,366 @@
+//! PMU snapshots (FEAT_PMUv3_SS) through the guest's `pmu_snapshot`
+//! driver (guest-driver/pmu_snapshot): its sysfs interface on a guest
+//! with `pmu-ss=on` (`pmu-snapshot`, in scenarios.rs) and its refusal on
+//! a CPU without the feature (`pmu-snapshot-no-pmss`, here).
+
+use crate::runner::{RunOutput, SpeRun};
+use crate::scenarios::{num, verdict, Expect, Scenario};
+use std::time::Duration;
+
+/// What pmu-snapshot.sh prints once the host may request a capture: the
+/// runner then runs `vhost-device-spe ctl --json snapshot`.
+pub const HOST_MARKER: &str = "PMU-SNAPSHOT-HOST-NOW";
+
+/// The scenarios that load the `pmu_snapshot` module.
+pub const NEEDS_MODULE: &[&str] = &["pmu-snapshot", "pmu-snapshot-no-pmss"];
+
+/// The refusal the driver prints on a CPU without FEAT_PMUv3_SS.
+const REFUSAL: &str = "no_CPU_implements_FEAT_PMUv3_SS";
+
+/// How far apart (in cycles; QEMU's PMU counts 1 GHz of virtual time) the
+/// two PMCCNTR_EL0 reads around a capture may be.
+const CAPTURE_MAX_CYCLES: u64 = 1_000_000_000;
+
+/// PMEVTYPER<n>_EL0.evtCount of CPU_CYCLES, which perf's `r11` counts
+/// on an event counter (QEMU counts INST_RETIRED only with -icount).
+const CPU_CYCLES: u64 = 0x11;
+
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        // The negative control: `-cpu max,spe=on` without pmu-ss=on.
+        Scenario {
+            name: "pmu-snapshot-no-pmss",
+            guest: "pmu-snapshot-no-pmss",
+            backend: true,
+            timeout: Duration::from_secs(120),
+            expect: Expect::Pass(check_no_pmss),
+            kill_backend_when: None,
+            spe: Some(SpeRun::new("max")),
+        },
+    ]
+}
+
+fn text<'a>(out: &'a RunOutput, key: &str) -> &'a str {
+    out.result(key).unwrap_or("")
+}
+
+fn hex(out: &RunOutput, key: &str) -> Result<u64, String> {
+    out.result(key)
+        .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
+        .ok_or_else(|| format!("guest result {key}={:?} is not hex", out.result(key)))
+}
+
+/// The event counters of one capture (prefix `a_`, `b_`, `c_`) as
+/// (n, count, PMEVTYPER).
+fn counters(out: &RunOutput, prefix: &str) -> Result<Vec<(u64, u64, u64)>, String> {
+    let mut v = Vec::new();
+    for (k, _) in &out.results {
+        let Some(n) = k.strip_prefix(prefix).and_then(|k| k.strip_prefix("evcnt")) else {
+            continue;
+        };
+        let Ok(n) = n.parse::<u64>() else { continue };
+        v.push((n, num(out, k)?, hex(out, &format!("{prefix}evtype{n}"))?));
+    }
+    Ok(v)
+}
+
+/// The three proofs of issue 29 for the driver, on cpu0 of a guest with
+/// FEAT_PMUv3_SS, and its CPU hotplug and unload:
+/// (a) a capture from user space has source=guest, nc=0, the next seq,
+///     and PMCCNTSVR_EL1 between the PMCCNTR_EL0 reads around it (perf
+///     starts its counters near 2^64: the arithmetic wraps); perf's `r11`
+///     counted on an event counter, and the capture has it with its type;
+/// (c) with Capture events prohibited: the next seq, nc=1, and the
+///     snapshot registers unchanged;
+/// (b) the host's `ctl snapshot`: the next seq, source=host, nc=0 and a
+///     new cycle count.
+pub fn check_pmu_snapshot(out: &RunOutput) -> Result<(), String> {
+    let mut errs = Vec::new();
+    let files = text(out, "files");
+    for f in [
+        "capture", "seq", "source", "nc", "ccnt", "evcnt0", "evtype0",
+    ] {
+        if !files.split(',').any(|x| x == f) {
+            errs.push(format!("no file {f} in cpu0/pmu_snapshot ({files})"));
+        }
+    }
+    let load_seq = num(out, "load_seq")?;
+    if text(out, "load_source") != "none" {
+        errs.push(format!(
+            "source {} before any capture",
+            text(out, "load_source")
+        ));
+    }
+
+    // (a)
+    let (before, svr, after) = (
+        num(out, "a_before")?,
+        num(out, "a_svr")?,
+        num(out, "a_after")?,
+    );
+    if num(out, "a_rc")? != 0 {
+        errs.push("(a) the write to capture failed".into());
+    }
+    let a_seq = num(out, "a_seq")?;
+    if a_seq != load_seq + 1 || text(out, "a_source") != "guest" || num(out, "a_nc")? != 0 {
+        errs.push(format!(
+            "(a) seq {a_seq} source {} nc {}, want seq {} source guest nc 0",
+            text(out, "a_source"),
+            text(out, "a_nc"),
+            load_seq + 1
+        ));
+    }
+    let span = after.wrapping_sub(before);
+    if !(span > 0 && svr.wrapping_sub(before) <= span && span < CAPTURE_MAX_CYCLES) {
+        errs.push(format!(
+            "(a) PMCCNTSVR_EL1 {svr} is not between PMCCNTR_EL0 {before} and {after}"
+        ));
+    }
+    if num(out, "a_ccnt")? != svr {
+        errs.push(format!(
+            "(a) ccnt {} but PMCCNTSVR_EL1 {svr}",
+            num(out, "a_ccnt")?
+        ));
+    }
+    let a = counters(out, "a_")?;
+    if !a
+        .iter()
+        .any(|&(_, count, ty)| ty & 0xffff == CPU_CYCLES && count > 0)
+    {
+        errs.push(format!(
+            "(a) no event counter counted CPU_CYCLES: (n, count, type) {a:x?}"
+        ));
+    }
+
+    // (c)
+    let c_seq = num(out, "c_seq")?;
+    if num(out, "c_rc")? != 0 || c_seq != a_seq + 1 || text(out, "c_source") != "guest" {
+        errs.push(format!(
+            "(c) rc {} seq {c_seq} source {}, want rc 0 seq {} source guest",
+            text(out, "c_rc"),
+            text(out, "c_source"),
+            a_seq + 1
+        ));
+    }
+    if num(out, "c_nc")? != 1 {
+        errs.push("(c) a prohibited capture did not report nc=1".into());
+    }
+    let c = counters(out, "c_")?;
+    if num(out, "c_ccnt")? != svr || c.iter().map(|x| x.1).ne(a.iter().map(|x| x.1)) {
+        errs.push("(c) a prohibited capture changed the snapshot registers".into());
+    }
+
+    // (b)
+    let b_seq = num(out, "b_seq")?;
+    if b_seq != c_seq + 1 || text(out, "b_source") != "host" || num(out, "b_nc")? != 0 {
+        errs.push(format!(
+            "(b) seq {b_seq} source {} nc {} after {} ds, want seq {} source host nc 0",
+            text(out, "b_source"),
+            text(out, "b_nc"),
+            text(out, "b_waited_ds"),
+            c_seq + 1
+        ));
+    }
+    // New values: perf restarts its counters (at each 32-bit overflow
+    // of a counting event), so they need not be larger.
+    if num(out, "b_ccnt")? == num(out, "c_ccnt")? {
+        errs.push(format!(
+            "(b) the host's capture left PMCCNTSVR_EL1 at {}",
+            text(out, "b_ccnt")
+        ));
+    }
+    let ctl = std::fs::read_to_string(out.dir.join("ctl.log")).unwrap_or_default();
+    if !ctl.contains("\"captured\"") {
+        errs.push(format!("(b) ctl snapshot did not capture: {}", ctl.trim()));
+    }
+
+    // Hotplug and unload.
+    let hp = text(out, "hotplug");
+    let hp_ok = hp
+        .strip_prefix("off:absent,on:present,seq:")
+        .and_then(|r| r.strip_suffix(",guest"))
+        .and_then(|r| r.split_once("->"))
+        .and_then(|(s0, s1)| Some((s0.parse::<u64>().ok()?, s1.parse::<u64>().ok()?)))
+        .is_some_and(|(s0, s1)| s1 == s0 + 1);
+    if !hp_ok {
+        errs.push(format!(
+            "cpu1 offline and online: {hp}, want its directory gone and back, capturing"
+        ));
+    }
+    if num(out, "rmmod_rc")? != 0 || text(out, "dir_after_rmmod") != "absent" {
+        errs.push(format!(
+            "rmmod rc {}, cpu0/pmu_snapshot {} after it",
+            text(out, "rmmod_rc"),
+            text(out, "dir_after_rmmod")
+        ));
+    }
+    if num(out, "kernel_warnings")? != 0 {
+        errs.push("the guest kernel warned".into());
+    }
+    verdict(errs)
+}
+
+/// Without FEAT_PMUv3_SS the module is not loaded and says why.
+fn check_no_pmss(out: &RunOutput) -> Result<(), String> {
+    let mut errs = Vec::new();
+    if num(out, "insmod_rc")? == 0 || num(out, "loaded")? != 0 {
+        errs.push("pmu_snapshot loaded on a CPU without FEAT_PMUv3_SS".into());
+    }
+    if text(out, "dir") != "absent" {
+        errs.push("cpu0/pmu_snapshot exists".into());
+    }
+    if !text(out, "refusal").contains(REFUSAL) {
+        errs.push(format!("no clear refusal: {:?}", text(out, "refusal")));
+    }
+    verdict(errs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runner::Verdict;
+    use std::path::PathBuf;
+
+    fn out(results: &[(&str, &str)], dir: PathBuf) -> RunOutput {
+        RunOutput {
+            verdict: Verdict::Pass,
+            results: results
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            console: String::new(),
+            backend_log: String::new(),
+            elapsed: Duration::ZERO,
+            dir,
+        }
+    }
+
+    const GOOD: &[(&str, &str)] = &[
+        (
+            "files",
+            "capture,ccnt,evcnt0,evcnt1,evtype0,evtype1,nc,seq,source",
+        ),
+        ("load_seq", "0"),
+        ("load_source", "none"),
+        ("a_rc", "0"),
+        ("a_before", "1000"),
+        ("a_svr", "1200"),
+        ("a_after", "1500"),
+        ("a_seq", "1"),
+        ("a_source", "guest"),
+        ("a_nc", "0"),
+        ("a_ccnt", "1200"),
+        ("a_evcnt0", "900"),
+        ("a_evtype0", "0x8000011"),
+        ("a_evcnt1", "0"),
+        ("a_evtype1", "0x0"),
+        ("c_rc", "0"),
+        ("c_seq", "2"),
+        ("c_source", "guest"),
+        ("c_nc", "1"),
+        ("c_ccnt", "1200"),
+        ("c_evcnt0", "900"),
+        ("c_evtype0", "0x8000011"),
+        ("c_evcnt1", "0"),
+        ("c_evtype1", "0x0"),
+        ("b_waited_ds", "12"),
+        ("b_seq", "3"),
+        ("b_source", "host"),
+        ("b_nc", "0"),
+        ("b_ccnt", "5000"),
+        ("hotplug", "off:absent,on:present,seq:0->1,guest"),
+        ("rmmod_rc", "0"),
+        ("dir_after_rmmod", "absent"),
+        ("kernel_warnings", "0"),
+    ];
+
+    fn ctl_dir(text: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "xtask-snapshot-{}-{}",
+            std::process::id(),
+            text.len()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ctl.log"), text).unwrap();
+        dir
+    }
+
+    #[test]
+    fn capture_needs_every_proof() {
+        let dir = ctl_dir(r#"{"vcpus":[{"vcpu":0,"outcome":"captured","pmsscr":"0x0"}]}"#);
+        let with = |k: &str, v: &str| {
+            let r: Vec<(&str, &str)> = GOOD
+                .iter()
+                .map(|&(gk, gv)| (gk, if gk == k { v } else { gv }))
+                .collect();
+            check_pmu_snapshot(&out(&r, dir.clone()))
+        };
+        assert_eq!(with("", ""), Ok(()));
+        // (a): the cycle count outside its bracket, a counter not counting.
+        assert!(with("a_svr", "1600").unwrap_err().contains("not between"));
+        assert!(with("a_after", "1000").is_err());
+        // Near 2^64, where perf starts the counter, it may wrap.
+        let wrapped = [
+            ("a_before", "18446744073709551000"),
+            ("a_svr", "100"),
+            ("a_ccnt", "100"),
+            ("c_ccnt", "100"),
+            ("a_after", "700"),
+        ];
+        let r: Vec<(&str, &str)> = GOOD
+            .iter()
+            .map(|&(k, v)| wrapped.iter().find(|w| w.0 == k).copied().unwrap_or((k, v)))
+            .collect();
+        assert_eq!(check_pmu_snapshot(&out(&r, dir.clone())), Ok(()));
+        assert!(with("a_source", "host").is_err());
+        assert!(with("a_evtype0", "0x8").is_err());
+        assert!(with("a_evcnt0", "0").is_err());
+        // (c): no NC, or values copied.
+        assert!(with("c_nc", "0").is_err());
+        assert!(with("c_ccnt", "1300").is_err());
+        assert!(with("c_evcnt0", "901").is_err());
+        // (b): the host's capture not seen, or seen as the guest's.
+        assert!(with("b_seq", "2").is_err());
+        assert!(with("b_source", "guest").is_err());
+        assert!(with("b_ccnt", "1200").is_err());
+        assert!(with("hotplug", "off:present,on:present,seq:0->1,guest").is_err());
+        assert!(with("hotplug", "skipped").is_err());
+        assert!(with("dir_after_rmmod", "present").is_err());
+        assert!(with("kernel_warnings", "1").is_err());
+        let bad = ctl_dir(r#"{"vcpus":[{"vcpu":0,"outcome":"disabled"}]}    "#);
+        assert!(check_pmu_snapshot(&out(GOOD, bad.clone()))
+            .unwrap_err()
+            .contains("did not capture"));
+        assert!(check_pmu_snapshot(&out(&[], dir.clone())).is_err());
+        let _ = std::fs::remove_dir_all(dir);
+        let _ = std::fs::remove_dir_all(bad);
+    }
+
+    #[test]
+    fn no_pmss_needs_the_refusal() {
+        let refused = [
+            ("insmod_rc", "1"),
+            ("loaded", "0"),
+            ("dir", "absent"),
+            (
+                "refusal",
+                "pmu_snapshot:_no_CPU_implements_FEAT_PMUv3_SS_(ID_AA64DFR0_EL1.PMSS_is_0):_no_PMU_snapshots",
+            ),
+        ];
+        assert_eq!(check_no_pmss(&out(&refused, PathBuf::new())), Ok(()));
+        let mut loaded = refused;
+        loaded[0].1 = "0";
+        loaded[1].1 = "1";
+        assert!(check_no_pmss(&out(&loaded, PathBuf::new())).is_err());
+        let mut silent = refused;
+        silent[3].1 = "";
+        assert!(check_no_pmss(&out(&silent, PathBuf::new())).is_err());
+    }
+
+    #[test]
+    fn needs_the_module_everywhere_it_runs() {
+        for s in scenarios() {
+            assert!(NEEDS_MODULE.contains(&s.name), "{}", s.name);
+        }
+    }
+}
