@@ -8,12 +8,9 @@ if ! load_extra virtio_spe; then
     fail "insmod virtio_spe failed"
     return
 fi
-perf record -e arm_spe_0// -a -o /tmp/a.data -- sleep 4 > /tmp/a.log 2>&1 &
-perf_pid=$!
-while [ ! -s /tmp/a.data ] && kill -0 $perf_pid 2> /dev/null; do sleep 0.2; done
-sleep 1
+spe_record_bg /tmp/a.data arm_spe_0// 4
 echo "SPE-VIRTIO-RESTART"
-wait $perf_pid
+wait $spe_pid
 rc=$?
 perf report -D -i /tmp/a.data > /tmp/a.dump 2>&1
 aux=$(spe_aux_flags /tmp/a.dump)

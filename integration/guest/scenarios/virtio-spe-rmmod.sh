@@ -1,18 +1,16 @@
 # rmmod virtio_spe while perf records through it: the module is in use, so
 # rmmod must refuse, and once perf is done it must go cleanly.
+. /scenarios/lib/spe.sh
 dmesg -c > /dev/null
 if ! load_extra virtio_spe; then
     fail "insmod virtio_spe failed"
     return
 fi
-perf record -e arm_spe_0// -a -o /tmp/r.data -- sleep 3 > /tmp/r.log 2>&1 &
-perf_pid=$!
-while [ ! -s /tmp/r.data ] && kill -0 $perf_pid 2> /dev/null; do sleep 0.2; done
-sleep 1
+spe_record_bg /tmp/r.data arm_spe_0// 3
 rmmod virtio_spe 2> /tmp/rmmod.err
 busy_rc=$?
 cat /tmp/rmmod.err
-wait $perf_pid
+wait $spe_pid
 rc=$?
 records=$(perf report -D -i /tmp/r.data 2>&1 | grep -cE '[[:space:]](TS [0-9]+|END)$')
 rmmod virtio_spe
@@ -27,7 +25,7 @@ warnings=$(dmesg | grep -cE 'WARNING:|BUG:|Oops|Call trace:')
 result rmmod_busy_rc=$busy_rc perf_rc=$rc spe_records=$records rmmod_idle_rc=$idle_rc pmu_after_rmmod=$pmu_after
 result again_rc=$again_rc again_records=$again kernel_warnings=$warnings
 if [ "$rc" != 0 ] || [ "$again_rc" != 0 ]; then
-    tail -n 5 /tmp/r.log /tmp/s.log
+    tail -n 5 /tmp/r.data.log /tmp/s.log
     fail "perf record failed ($rc, then $again_rc)"
 else
     pass

@@ -258,9 +258,25 @@ pub const CASES: &[Case] = &[
 ];
 
 /// The faults the paravirtual driver (`virtio_spe`) is held to, on the
-/// vhost-user path: the same reactions as `arm_spe_pmu`'s. The buffer full
-/// and the data loss are armed live with `ctl`, as a user would.
-pub const VIRTIO_CASES: &[Case] = &[
+/// vhost-user path, with `arm_spe_pmu`'s reactions: these of [`CASES`]
+/// under their paravirtual names, and [`VIRTIO_LIVE`].
+const VIRTIO_OF_CASES: &[(&str, &str)] = &[
+    ("virtio-fault-collision", "fault-collision"),
+    (
+        "virtio-fault-stage1-translation",
+        "fault-stage1-translation",
+    ),
+    ("virtio-fault-external-abort", "fault-external-abort"),
+    ("virtio-fault-unknown-ec", "fault-unknown-ec"),
+    ("virtio-fault-unknown-bsc", "fault-unknown-bsc"),
+    (
+        "virtio-fault-check-catches-a-wrong-syndrome",
+        "fault-check-catches-a-wrong-syndrome",
+    ),
+];
+
+/// A buffer full and a data loss armed live with `ctl`, as a user would.
+pub const VIRTIO_LIVE: &[Case] = &[
     Case {
         name: "virtio-fault-buffer-full",
         scenario: None,
@@ -296,76 +312,29 @@ pub const VIRTIO_CASES: &[Case] = &[
         },
         wrong: false,
     },
-    Case {
-        name: "virtio-fault-collision",
-        ctl: None,
-        scenario: arm!(r#""kind": "collision""#),
-        reaction: Reaction {
-            collision: true,
-            ..NONE
-        },
-        wrong: false,
-    },
-    Case {
-        name: "virtio-fault-stage1-translation",
-        ctl: None,
-        scenario: arm!(r#""kind": "stage1", "fault": "translation", "level": 3"#),
-        reaction: Reaction {
-            message: Some(FATAL_S1),
-            pmbsr: Some(0x9002_0007),
-            ..NONE
-        },
-        wrong: false,
-    },
-    Case {
-        name: "virtio-fault-external-abort",
-        ctl: None,
-        scenario: arm!(r#""kind": "external-abort""#),
-        reaction: EXTERNAL_ABORT,
-        wrong: false,
-    },
-    Case {
-        name: "virtio-fault-unknown-ec",
-        ctl: None,
-        scenario: arm!(r#""kind": "unknown-ec", "ec": 42"#),
-        reaction: Reaction {
-            message: Some(UNKNOWN_EC),
-            pmbsr: Some(0xA802_0000),
-            ..NONE
-        },
-        wrong: false,
-    },
-    Case {
-        name: "virtio-fault-unknown-bsc",
-        ctl: None,
-        scenario: arm!(r#""kind": "unknown-bsc", "bsc": 63"#),
-        reaction: Reaction {
-            message: Some(UNKNOWN_BSC),
-            pmbsr: Some(0x0002_003F),
-            ..NONE
-        },
-        wrong: false,
-    },
-    Case {
-        name: "virtio-fault-check-catches-a-wrong-syndrome",
-        ctl: None,
-        scenario: arm!(r#""kind": "unknown-bsc", "bsc": 63"#),
-        reaction: EXTERNAL_ABORT,
-        wrong: true,
-    },
 ];
 
-/// The scenarios of [`CASES`] and [`VIRTIO_CASES`] for `cargo xtask test`.
+/// The scenarios of [`CASES`], [`VIRTIO_OF_CASES`] and [`VIRTIO_LIVE`]
+/// for `cargo xtask test`.
 pub fn scenarios() -> Vec<Scenario> {
     let full = CASES
         .iter()
-        .map(|c| (c, "spe-fault", SpeRun::new("neoverse-n1")));
-    let paravirt = VIRTIO_CASES
+        .map(|c| (c.name, c, "spe-fault", SpeRun::new("neoverse-n1")));
+    let paravirt = SpeRun::paravirt("neoverse-n1", 0);
+    let of_cases = VIRTIO_OF_CASES.iter().map(|&(name, of)| {
+        let c = CASES
+            .iter()
+            .find(|c| c.name == of)
+            .expect("VIRTIO_OF_CASES names a case of CASES");
+        (name, c, "virtio-spe-fault", paravirt.clone())
+    });
+    let live = VIRTIO_LIVE
         .iter()
-        .map(|c| (c, "virtio-spe-fault", SpeRun::paravirt("neoverse-n1", 0)));
-    full.chain(paravirt)
-        .map(|(c, guest, spe)| Scenario {
-            name: c.name,
+        .map(|c| (c.name, c, "virtio-spe-fault", paravirt.clone()));
+    full.chain(of_cases)
+        .chain(live)
+        .map(|(name, c, guest, spe)| Scenario {
+            name,
             guest,
             backend: true,
             timeout: Duration::from_secs(240),
@@ -534,6 +503,16 @@ mod tests {
 
     fn case(name: &str) -> &'static Case {
         CASES.iter().find(|c| c.name == name).unwrap()
+    }
+
+    #[test]
+    fn paravirtual_faults_are_cases_of_the_catalogue() {
+        let all = scenarios();
+        for (name, of) in VIRTIO_OF_CASES {
+            let s = all.iter().find(|s| s.name == *name).expect("scenario");
+            assert!(matches!(s.expect, Expect::Fault(c) if c.name == *of));
+            assert!(s.spe.as_ref().is_some_and(|spe| spe.paravirt));
+        }
     }
 
     #[test]

@@ -33,6 +33,16 @@ spe_record_across() {
     spe_st=$?
 }
 
+# spe_record_bg DATA EVENT SECONDS: `perf record -e EVENT -a -- sleep
+# SECONDS` into DATA in the background (output in DATA.log); returns once
+# perf records, with its PID in spe_pid.
+spe_record_bg() {
+    perf record -e "$2" -a -o "$1" -- sleep "$3" > "$1.log" 2>&1 &
+    spe_pid=$!
+    while [ ! -s "$1" ] && kill -0 $spe_pid 2> /dev/null; do sleep 0.2; done
+    sleep 1
+}
+
 # spe_value FILE KEY: the value of the first KEY=value in FILE.
 spe_value() {
     sed -n "s/.*[[:space:]]$2=\([^[:space:]]*\).*/\1/p" "$1" | head -n 1
