@@ -644,7 +644,7 @@ impl Rig {
         );
         if spec.backend && spec.spe.as_ref().is_none_or(|s| s.paravirt) {
             c.arg("-chardev")
-                .arg(format!("socket,id=spe0,path={}", socket.display()))
+                .arg(format!("socket,id=spe0,path={},reconnect-ms=1000", socket.display()))
                 .arg("-device")
                 .arg(format!(
                     "vhost-user-device-pci,chardev=spe0,virtio-id={VIRTIO_ID},num_vqs={NUM_VQS},config_size={CONFIG_SIZE}"
