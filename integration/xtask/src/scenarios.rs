@@ -407,6 +407,7 @@ const PARAVIRT_ON_NEWEST: &[&str] = &[
     "virtio-spe-rmmod",
     "virtio-fault-data-loss",
     "virtio-fault-buffer-full",
+    "virtio-spe-restart",
 ];
 
 /// What the middle kernel of the matrix (6.12) runs in `cargo xtask test`:
@@ -429,7 +430,7 @@ const ON_MIDDLE_KERNELS: &[&str] = &[
 
 /// Run by hand only (`cargo xtask test --kernel K NAME`): what does not
 /// work yet, with the reason in integration/README.md.
-const BY_HAND: &[&str] = &["virtio-spe-restart"];
+const BY_HAND: &[&str] = &[];
 
 fn is_paravirt(s: &Scenario) -> bool {
     s.spe.as_ref().is_some_and(|spe| spe.paravirt)
