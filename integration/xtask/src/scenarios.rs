@@ -428,10 +428,6 @@ const ON_MIDDLE_KERNELS: &[&str] = &[
     "virtio-spe-perf",
 ];
 
-/// Run by hand only (`cargo xtask test --kernel K NAME`): what does not
-/// work yet, with the reason in integration/README.md.
-const BY_HAND: &[&str] = &[];
-
 fn is_paravirt(s: &Scenario) -> bool {
     s.spe.as_ref().is_some_and(|spe| spe.paravirt)
 }
@@ -444,9 +440,6 @@ pub fn can_run(s: &Scenario, rig: &Rig) -> bool {
 
 /// Whether `cargo xtask test` runs `s` on kernel `k`.
 pub fn in_matrix(s: &Scenario, k: &KernelSpec) -> bool {
-    if BY_HAND.contains(&s.name) {
-        return false;
-    }
     if !k.private_apt {
         return true;
     }
