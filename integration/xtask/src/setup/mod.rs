@@ -1,0 +1,165 @@
+//! Idempotent, cached set-up: apt sources and packages, the patched QEMU and
+//! the Debian arm64 guest kernel and userland.
+//!
+//! Every step checks a cheap marker first (dpkg state, apt lists, a
+//! `.complete` file in the cache) so a second run with nothing changed only
+//! pays for a few `dpkg-query`/`apt-cache` calls.
+
+mod apt;
+mod kernel;
+mod qemu;
+mod userland;
+
+pub use qemu::series_build;
+pub use userland::GUEST_PROGRAMS;
+
+use crate::host::{self, SUITE};
+use crate::kernels::{self, Apt, KernelSpec};
+use anyhow::{bail, Context, Result};
+use apt::{apt_sources, apt_update, apt_update_if_needed, candidates};
+use kernel::guest;
+use qemu::qemu;
+use std::fs;
+use std::path::{Path, PathBuf};
+use userland::perf;
+
+/// The QEMU release the patch series applies to.
+pub const QEMU_VERSION: &str = "10.0.2";
+pub(super) const QEMU_TARBALL: &str = "qemu_10.0.2+ds.orig.tar.xz";
+pub(super) const BACKPORTS_FILE: &str =
+    "/etc/apt/sources.list.d/vhost-device-spe-backports.sources";
+
+/// The kernel modules the guest needs; the initramfs adds what they depend
+/// on, and skips the ones a kernel has built in (7.x: virtio_pci).
+pub const GUEST_MODULES: &[&str] = &["virtio_pci", "virtio_mmio", "arm_spe_pmu"];
+
+/// Where things live: the repository, its cargo target directory, and the
+/// shared cache outside the repository.
+pub struct Paths {
+    pub repo: PathBuf,
+    pub target: PathBuf,
+    pub cache: PathBuf,
+}
+
+impl Paths {
+    pub fn discover() -> Result<Self> {
+        // integration/xtask -> repository root
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .canonicalize()
+            .context("locating the repository root")?;
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| repo.join("target"));
+        let cache = match std::env::var_os("XDG_CACHE_HOME") {
+            Some(x) if !x.is_empty() => PathBuf::from(x),
+            _ => PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?).join(".cache"),
+        }
+        .join("vhost-device-spe");
+        fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
+        Ok(Paths {
+            repo,
+            target,
+            cache,
+        })
+    }
+
+    /// Scratch space for guest images and run logs.
+    pub fn work(&self) -> PathBuf {
+        self.target.join("integration")
+    }
+}
+
+/// Everything a guest run needs, all inside the cache.
+#[derive(Clone, Debug)]
+pub struct Guest {
+    /// Kernel release, e.g. `6.1.0-56-arm64`.
+    pub kver: String,
+    /// Debian package version of the kernel, e.g. `6.1.192-2`.
+    pub kpkg_version: String,
+    /// Raw arm64 `Image` for `-kernel`.
+    pub kernel: PathBuf,
+    /// `lib/modules/<kver>` of the unpacked image package.
+    pub modules: PathBuf,
+    /// Headers tree usable as `make -C` for out-of-tree modules (see
+    /// `kernel.rs`'s `headers()`); every kernel of the matrix has one.
+    pub headers: Option<PathBuf>,
+    /// Statically linked arm64 busybox.
+    pub busybox: PathBuf,
+}
+
+/// One kernel of the matrix, ready to boot.
+pub struct GuestEnv {
+    pub spec: &'static KernelSpec,
+    pub guest: Guest,
+    /// Unpacked `linux-perf:arm64` of the same suite and its shared-library
+    /// closure.
+    pub perf: PathBuf,
+}
+
+pub struct Env {
+    pub qemu: PathBuf,
+    /// One per kernel asked for, in the matrix's order.
+    pub guests: Vec<GuestEnv>,
+}
+
+/// Runs the whole set-up for `kernels` and returns where the results are.
+pub fn setup(paths: &Paths, kernels: &[&'static KernelSpec]) -> Result<Env> {
+    check_host()?;
+    let lists_changed = apt_sources()?;
+    let fresh_lists = apt_update_if_needed(lists_changed)?;
+    host::packages(apt_update)?;
+    let qemu = qemu(paths)?;
+    let mut guests = Vec::new();
+    for &spec in kernels {
+        guests.push(guest_env(paths, spec, fresh_lists)?);
+    }
+    Ok(Env { qemu, guests })
+}
+
+/// The kernel, busybox and perf of one kernel of the matrix.
+fn guest_env(paths: &Paths, spec: &'static KernelSpec, fresh_host_lists: bool) -> Result<GuestEnv> {
+    let apt = Apt::for_kernel(spec, &paths.cache)?;
+    let mut fresh = if apt.is_private() {
+        if !apt.lists_present() {
+            apt.update()?;
+            true
+        } else {
+            false
+        }
+    } else {
+        fresh_host_lists
+    };
+    let host_apt = Apt::for_kernel(&kernels::MATRIX[0], &paths.cache)?;
+    let attempt = || -> Result<GuestEnv> {
+        let c = candidates(&apt, spec)?;
+        let guest = guest(paths, &apt, &host_apt, &c)?;
+        let perf = perf(paths, &apt, &c)?;
+        Ok(GuestEnv { spec, guest, perf })
+    };
+    loop {
+        match attempt() {
+            Ok(g) => return Ok(g),
+            // Lists present but older than the mirror (a used machine's)
+            // name versions it no longer serves: refresh once, resolve again.
+            Err(e) if !fresh => {
+                eprintln!("==> {e:#}\n    refreshing the apt lists and trying again");
+                if apt.is_private() {
+                    apt.update()?;
+                } else {
+                    apt_update()?;
+                }
+                fresh = true;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn check_host() -> Result<()> {
+    let os = fs::read_to_string("/etc/os-release").context("reading /etc/os-release")?;
+    if !os.lines().any(|l| l == format!("VERSION_CODENAME={SUITE}")) {
+        bail!("host check: only Debian {SUITE} hosts are supported (bookworm-backports has QEMU {QEMU_VERSION})");
+    }
+    Ok(())
+}
