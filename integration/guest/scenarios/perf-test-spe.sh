@@ -1,7 +1,7 @@
 # perf's own Arm SPE tests, unmodified: `perf test` runs the shell tests
 # its package ships (tests/shell/test_arm_spe.sh: snapshot, system-wide and
 # discard parts; test_arm_spe_fork.sh). Each part's verdict and perf
-# test's own are result lines; the host judges them (scenarios.rs).
+# test's own are result lines; the host judges them (perf_test.rs).
 tests=$(perf test list 2>&1 | grep -i 'arm spe')
 echo "$tests"
 [ -n "$tests" ] || { fail "perf test list names no Arm SPE test"; return; }

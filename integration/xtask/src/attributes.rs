@@ -1,9 +1,8 @@
-//! Issue 17: each filtering format attribute of the guest's `arm_spe_pmu`,
+//! The filtering attributes: each format attribute of the guest's `arm_spe_pmu`,
 //! judged from the records of integration/guest/scenarios/spe-attributes.sh
 //! (one perf record of `spe-workload classes` per attribute).
 
-use crate::runner::RunOutput;
-use crate::scenarios::{backend_stat, verdict};
+use crate::scenario::{Judge, RunOutput};
 
 /// The record classes the guest counts (spe_attr_classes).
 const CLASSES: [&str; 12] = [
@@ -211,107 +210,94 @@ pub const ATTRS: &[Attr] = &[
     },
 ];
 
-/// The kernel (major, minor) of the run's `kernel=` result.
-fn kernel_line(out: &RunOutput) -> Option<(u32, u32)> {
-    let k = out.result("kernel")?;
-    let mut it = k.split(['.', '-', '+']).map(|p| p.parse::<u32>().ok());
-    Some((it.next()??, it.next()??))
-}
-
-fn count(out: &RunOutput, run: &str, class: &str) -> Result<u64, String> {
-    let key = format!("attr_{run}_{class}");
-    out.result(&key)
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| format!("no {key} result"))
+/// The kernel (major, minor) whose driver first has `name` (an
+/// attribute of [`ATTRS`]).
+pub fn since(name: &str) -> Option<(u32, u32)> {
+    ATTRS.iter().find(|a| a.name == name).map(|a| a.since)
 }
 
 /// Every attribute the kernel's driver has kept exactly its classes, the
 /// unfiltered control had all of them, and discard=1 wrote nothing.
 pub fn check(out: &RunOutput) -> Result<(), String> {
-    let kernel = kernel_line(out).ok_or("no kernel= result")?;
-    let mut errs = Vec::new();
+    let kernel = out.kernel_line().ok_or("no kernel= result")?;
+    let j = Judge::new(out);
+    let count = |run: &str, class: &str| j.num(&format!("attr_{run}_{class}"));
     for c in WORKLOAD {
-        if count(out, "none", c)? == 0 {
-            errs.push(format!("control: no {c} records without a filter"));
-        }
+        j.check(count("none", c) != Some(0), || {
+            format!("control: no {c} records without a filter")
+        });
     }
     // Each event filter has records to keep and to remove.
-    let records = count(out, "none", "n")?;
+    let records = count("none", "n");
     for ev in EVENT_COUNTS {
-        let n = count(out, "none", ev)?;
-        if n == 0 || n == records {
-            errs.push(format!("control: {n} of {records} records with {ev}"));
+        if let (Some(n), Some(records)) = (count("none", ev), records) {
+            j.check(n != 0 && n != records, || {
+                format!("control: {n} of {records} records with {ev}")
+            });
         }
     }
     for a in ATTRS {
         let mut skipped = false;
         for why in ["absent", "refused"] {
-            if out.result(&format!("attr_{}_{why}", a.name)).is_some() {
+            if j.text(&format!("attr_{}_{why}", a.name)).is_some() {
                 skipped = true;
-                if kernel >= a.since {
-                    errs.push(format!(
-                        "{}: {why} by the {}.{} driver",
-                        a.name, kernel.0, kernel.1
-                    ));
-                }
+                j.check(kernel < a.since, || {
+                    format!("{}: {why} by the {}.{} driver", a.name, kernel.0, kernel.1)
+                });
             }
         }
         if skipped {
             continue;
         }
-        if count(out, a.name, "bad")? != 0 {
-            errs.push(format!("{}: decoder errors", a.name));
-        }
-        let records = count(out, a.name, "n")?;
-        if records == 0 {
-            errs.push(format!("{}: no records", a.name));
-        }
+        j.check(count(a.name, "bad") == Some(0), || {
+            format!("{}: decoder errors", a.name)
+        });
+        let records = count(a.name, "n");
+        j.check(records != Some(0), || format!("{}: no records", a.name));
         for c in CLASSES {
-            let n = count(out, a.name, c)?;
+            let Some(n) = count(a.name, c) else { continue };
             let kept = a.keeps.contains(&c);
-            if !kept && n != 0 {
-                errs.push(format!("{}: {n} {c} records", a.name));
-            }
-            if a.shows.contains(&c) && WORKLOAD.contains(&c) && n == 0 {
-                errs.push(format!("{}: no {c} records", a.name));
-            }
+            j.check(kept || n == 0, || format!("{}: {n} {c} records", a.name));
+            j.check(
+                !(a.shows.contains(&c) && WORKLOAD.contains(&c) && n == 0),
+                || format!("{}: no {c} records", a.name),
+            );
         }
-        if let Some((ev, all)) = a.event {
-            let n = count(out, a.name, ev)?;
-            let want = if all { records } else { 0 };
-            if n != want {
-                errs.push(format!(
-                    "{}: {n} of {records} records with {ev}, want {want}",
-                    a.name
-                ));
+        if let (Some((ev, all)), Some(records)) = (a.event, records) {
+            if let Some(n) = count(a.name, ev) {
+                let want = if all { records } else { 0 };
+                j.check(n == want, || {
+                    format!(
+                        "{}: {n} of {records} records with {ev}, want {want}",
+                        a.name
+                    )
+                });
             }
         }
     }
-    if out.result("attr_discard_absent").is_some() {
-        if kernel >= (6, 14) {
-            errs.push("discard: absent".into());
-        }
+    if j.text("attr_discard_absent").is_some() {
+        j.check(kernel < (6, 14), || "discard: absent".into());
     } else {
-        let aux = count(out, "discard", "aux_records")?;
-        let irqs = count(out, "discard", "irqs")?;
-        let discarded = backend_stat(&out.backend_log, "discarded").unwrap_or(0);
-        if aux != 0 || irqs != 0 {
-            errs.push(format!("discard: {aux} AUX records, {irqs} PMBIRQs"));
+        if let (Some(aux), Some(irqs)) = (count("discard", "aux_records"), count("discard", "irqs"))
+        {
+            j.check(aux == 0 && irqs == 0, || {
+                format!("discard: {aux} AUX records, {irqs} PMBIRQs")
+            });
         }
         // Only PMBLIMITR_EL1.FM = 0b10 makes the backend discard.
-        if discarded == 0 {
-            errs.push("discard: the backend discarded no record (FM = 0b10 never seen)".into());
+        if let Some(discarded) = j.stat("discarded") {
+            j.check(discarded > 0, || {
+                "discard: the backend discarded no record (FM = 0b10 never seen)".into()
+            });
         }
     }
-    verdict(errs)
+    j.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runner::Verdict;
-    use std::path::PathBuf;
-    use std::time::Duration;
+    use crate::scenario::Control;
 
     /// A run of the 7.3 driver where every filter kept its classes.
     fn good() -> RunOutput {
@@ -341,12 +327,9 @@ mod tests {
         results.push(("attr_discard_aux_records".into(), "0".into()));
         results.push(("attr_discard_irqs".into(), "0".into()));
         RunOutput {
-            verdict: Verdict::Pass,
             results,
-            console: String::new(),
-            backend_log: "stats total: samples=9 records=5 discarded=4".into(),
-            elapsed: Duration::ZERO,
-            dir: PathBuf::new(),
+            control: Control::with_stats(&[&[("records", 5), ("discarded", 4)]]),
+            ..RunOutput::from_line("")
         }
     }
 
@@ -396,8 +379,10 @@ mod tests {
         set(&mut out, "attr_discard_aux_records", "3");
         assert!(check(&out).is_err());
         let mut out = good();
-        out.backend_log = "stats total: samples=9 records=5 discarded=0".into();
-        assert!(check(&out).is_err());
+        out.control = Control::with_stats(&[&[("records", 5), ("discarded", 0)]]);
+        assert!(check(&out).unwrap_err().contains("discarded no record"));
+        out.control = Control::default();
+        assert!(check(&out).unwrap_err().contains("no query-spu answer"));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! time does not dilute it) and the boot-to-exit wall time, as ratios to
 //! `spe=off`, in a markdown table.
 
-use crate::runner::{GuestRun, Rig, SpeRun, Verdict};
+use crate::runner::{GuestRun, Rig};
+use crate::scenario::{SpeRun, Verdict};
 use anyhow::Result;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -83,20 +84,6 @@ pub struct Sample {
     pub samples: Option<u64>,
     /// Records the backend wrote for its busiest vCPU.
     pub records: Option<u64>,
-}
-
-/// The largest `key` the backend's closing statistics give one vCPU
-/// (`stats vCPU N: samples=S filtered=F records=R ...`).
-pub fn busiest_vcpu(backend_log: &str, key: &str) -> Option<u64> {
-    backend_log
-        .lines()
-        .filter(|l| l.contains("stats vCPU "))
-        .filter_map(|l| {
-            l.split_whitespace()
-                .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
-                .and_then(|v| v.parse().ok())
-        })
-        .max()
 }
 
 /// A configuration's outcome.
@@ -235,8 +222,8 @@ fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome) -> Result<()> {
                 workload: Duration::from_nanos(ns),
                 wall: out.elapsed,
                 sampled: Duration::from_nanos(ns + warm_up),
-                samples: busiest_vcpu(&out.backend_log, "samples"),
-                records: busiest_vcpu(&out.backend_log, "records"),
+                samples: out.control.busiest("samples"),
+                records: out.control.busiest("records"),
             });
         }
         (v, _) => {
@@ -343,12 +330,6 @@ mod tests {
 
     #[test]
     fn rates_per_second_come_from_the_busiest_vcpu() {
-        let log = "[..] INFO x] stats vCPU 0: samples=900 filtered=0 records=700 bytes=1\n\
-                   [..] INFO x] stats vCPU 1: samples=10 filtered=0 records=90 bytes=1\n\
-                   [..] INFO x] stats total: samples=910 filtered=0 records=790 bytes=2\n";
-        assert_eq!(busiest_vcpu(log, "records"), Some(700));
-        assert_eq!(busiest_vcpu(log, "samples"), Some(900));
-        assert_eq!(busiest_vcpu("no stats", "records"), None);
         let t = table(&[(
             "perf",
             Outcome::Measured(vec![Sample {

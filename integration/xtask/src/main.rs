@@ -11,8 +11,10 @@ mod initramfs;
 mod install;
 mod kernels;
 mod paravirt;
+mod perf_test;
 mod proofs;
 mod runner;
+mod scenario;
 mod scenarios;
 mod setup;
 mod snapshot;
@@ -22,7 +24,8 @@ mod workloads;
 
 use anyhow::{bail, Context, Result};
 use kernels::KernelSpec;
-use runner::{GuestRun, Rig, Verdict};
+use runner::{GuestRun, Rig};
+use scenario::{SpeRun, Verdict};
 use setup::Paths;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -31,9 +34,10 @@ use util::{tail, Step};
 
 const USAGE: &str = "usage: cargo xtask <command>
   setup [--kernel K]  install and build everything the guests need (cached)
-  test [--no-lint] [--kernel K] [SCENARIO...]
+  test [--no-lint] [--full] [--kernel K] [SCENARIO...]
                      setup, fmt/clippy/unit tests, then the guest scenarios
-                     on every kernel of the matrix (or on K only)
+                     on every kernel of the matrix (or on K only); --full:
+                     also the runs left to be run by hand
   demo [--kernel K]  setup, then boot a guest with the backend attached
   run [--no-backend] [--spe] [--kernel K] SCENARIO
                      boot one guest scenario script (integration/guest/scenarios);
@@ -41,8 +45,9 @@ const USAGE: &str = "usage: cargo xtask <command>
   install [--prefix DIR]
                      build and install qemu-system-aarch64-spe, vhost-device-spe
                      and the spe-qemu launcher into DIR/bin (default ~/.local)
-  scenarios [--kernel K]
-                     list the scenarios of `test`, with the kernels they run on
+  scenarios [--full] [--kernel K]
+                     list the scenarios of `test`, with the kernels they run on;
+                     --full: also those of `test --full`
   --kernel K         a guest kernel of the matrix: 6.1 (bookworm), 6.12
                      (trixie), 7.3 (trixie-backports); run and demo default
                      to the newest, setup and test to all of them
@@ -86,7 +91,8 @@ fn real_main(args: &[String]) -> Result<bool> {
     let kernel = kernel.map(|k| KernelSpec::by_name(&k)).transpose()?;
     let rest = &rest[..];
     let options: &[&str] = match cmd.as_str() {
-        "test" => &["--no-lint"],
+        "test" => &["--no-lint", "--full"],
+        "scenarios" => &["--full"],
         "run" => &["--no-backend", "--spe"],
         "bench-overhead" => &["--runs", "--pin", "--ab"],
         _ => &[],
@@ -152,7 +158,7 @@ fn real_main(args: &[String]) -> Result<bool> {
                     // Scripts outside `test` (the bench's) get full emulation on request.
                     rest.iter()
                         .any(|a| a == "--spe")
-                        .then(|| runner::SpeRun::new("neoverse-n1"))
+                        .then(|| SpeRun::new("neoverse-n1"))
                 });
             let out = rig.run(&GuestRun {
                 scenario: name.clone(),
@@ -194,16 +200,7 @@ fn real_main(args: &[String]) -> Result<bool> {
             vng::run_vng(&rig, &paths.target.join("integration"))
         }
         "scenarios" => {
-            for s in scenarios::all() {
-                let on: Vec<&str> = kernels
-                    .iter()
-                    .filter(|k| scenarios::in_matrix(&s, k))
-                    .map(|k| k.name)
-                    .collect();
-                if !on.is_empty() {
-                    println!("{:40} {}", s.name, on.join(" "));
-                }
-            }
+            list_scenarios(&kernels, rest.iter().any(|a| a == "--full"));
             Ok(true)
         }
         "-h" | "--help" | "help" => {
@@ -211,6 +208,29 @@ fn real_main(args: &[String]) -> Result<bool> {
             Ok(true)
         }
         other => bail!("unknown command {other:?}\n{USAGE}"),
+    }
+}
+
+/// `cargo xtask scenarios`: each scenario with the kernels `test` runs
+/// it on; `full`: also those `test --full` adds, marked "by hand".
+fn list_scenarios(kernels: &[&'static KernelSpec], full: bool) {
+    let mut by_hand = 0;
+    for s in scenarios::all() {
+        let mut on = Vec::new();
+        for k in kernels {
+            match scenarios::selection(&s, k) {
+                Some(scenarios::Set::Ci) => on.push(k.name.to_string()),
+                Some(scenarios::Set::ByHand) if full => on.push(format!("{} (by hand)", k.name)),
+                Some(scenarios::Set::ByHand) => by_hand += 1,
+                None => {}
+            }
+        }
+        if !on.is_empty() {
+            println!("{:40} {}", s.name, on.join(" "));
+        }
+    }
+    if by_hand > 0 {
+        println!("(and {by_hand} run(s) by hand: `cargo xtask scenarios --full`)");
     }
 }
 
@@ -445,6 +465,7 @@ fn cargo_step(paths: &Paths, args: &[&str]) -> Result<()> {
 
 fn test(args: &[String], kernels: &[&'static KernelSpec]) -> Result<bool> {
     let lint = !args.iter().any(|a| a == "--no-lint");
+    let full = args.iter().any(|a| a == "--full");
     let only: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     let paths = Paths::discover()?;
     let rigs = prepare(&paths, kernels)?;
@@ -473,12 +494,16 @@ fn test(args: &[String], kernels: &[&'static KernelSpec]) -> Result<bool> {
     let (mut passed, mut failed) = (0, 0);
     for rig in &rigs {
         // Named scenarios run wherever they can; otherwise the matrix's
-        // selection (see scenarios::in_matrix).
-        let chosen: Vec<&scenarios::Scenario> = all
+        // selection (see scenarios::selection).
+        let chosen: Vec<&scenario::Scenario> = all
             .iter()
             .filter(|s| {
                 if only.is_empty() {
-                    scenarios::in_matrix(s, rig.spec)
+                    match scenarios::selection(s, rig.spec) {
+                        Some(scenarios::Set::Ci) => true,
+                        Some(scenarios::Set::ByHand) => full,
+                        None => false,
+                    }
                 } else {
                     only.iter().any(|o| *o == s.name) && scenarios::can_run(s, rig)
                 }
@@ -514,7 +539,7 @@ fn demo(kernel: &[&'static KernelSpec]) -> Result<bool> {
         backend: true,
         timeout: Duration::from_secs(240),
         kill_backend_when: None,
-        spe: Some(runner::SpeRun::new("neoverse-n1")),
+        spe: Some(SpeRun::new("neoverse-n1")),
     })?;
     println!("--- what the guest saw and recorded ---");
     for l in out.console.lines() {

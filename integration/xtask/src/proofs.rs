@@ -1,90 +1,18 @@
-//! Host checks of issue 6's proofs: the guest scenarios that show where
-//! SPE records land (`spe-profile`, `spe-filter-load`, `spe-min-latency`,
+//! Host checks of the proofs of where SPE records land: the guest
+//! scenarios `spe-profile`, `spe-filter-load`, `spe-min-latency`,
 //! `spe-jitter`, `spe-interval-others`, `spe-interval-faults`,
-//! `spe-smp2-pinned`, `spe-alias`). Each guest
-//! script judges its own records and reports the numbers; these checks
-//! hold the numbers to the same bounds, so a script that passes without
-//! them (or on too few records) still fails.
+//! `spe-smp2-pinned`, `spe-alias`, the replay pair, and the SVE and MTE
+//! records. Each guest script judges its own records and reports the
+//! numbers; these checks hold the numbers to the same bounds, so a script
+//! that passes without them (or on too few records) still fails.
 
-use crate::runner::{RunOutput, VCPUS};
-use crate::scenarios::backend_stat;
+use crate::attributes;
+use crate::scenario::{parse_console, Control, Judge, RunOutput, VCPUS};
 
 /// The sampling period of `spe-jitter` (`perf record -c`, also the
 /// `neoverse-n1` profile's minimum interval): samples are `PERIOD + 1`
 /// operations apart, `PERIOD + 1 + [0, 255]` with jitter.
 pub const PERIOD: f64 = 1024.0;
-
-/// Collects what is wrong with a run's `SPE-RESULT` numbers.
-struct Judge<'a> {
-    out: &'a RunOutput,
-    errs: Vec<String>,
-}
-
-impl<'a> Judge<'a> {
-    fn new(out: &'a RunOutput) -> Self {
-        Judge {
-            out,
-            errs: Vec::new(),
-        }
-    }
-
-    /// The result `key` as a number; a missing or non-numeric one is an
-    /// error, and NaN (which fails every comparison).
-    fn get(&mut self, key: &str) -> f64 {
-        match self.out.result(key).and_then(|v| v.parse::<f64>().ok()) {
-            Some(v) => v,
-            None => {
-                self.errs.push(format!(
-                    "guest result {key}={:?} is not a number",
-                    self.out.result(key)
-                ));
-                f64::NAN
-            }
-        }
-    }
-
-    /// `key` must satisfy `ok`, which `want` describes; returns its value.
-    fn want(&mut self, key: &str, want: &str, ok: impl Fn(f64) -> bool) -> f64 {
-        let v = self.get(key);
-        if !v.is_nan() && !ok(v) {
-            self.errs.push(format!("{key}={v}, want {want}"));
-        }
-        v
-    }
-
-    fn zero(&mut self, keys: &[&str]) {
-        for k in keys {
-            self.want(k, "0", |v| v == 0.0);
-        }
-    }
-
-    fn positive(&mut self, keys: &[&str]) {
-        for k in keys {
-            self.want(k, "> 0", |v| v > 0.0);
-        }
-    }
-
-    fn check(&mut self, ok: bool, why: impl FnOnce() -> String) {
-        if !ok {
-            self.errs.push(why());
-        }
-    }
-
-    fn text(&mut self, key: &str, want: &str) {
-        if self.out.result(key) != Some(want) {
-            self.errs
-                .push(format!("{key}={:?}, want {want}", self.out.result(key)));
-        }
-    }
-
-    fn finish(self) -> Result<(), String> {
-        if self.errs.is_empty() {
-            Ok(())
-        } else {
-            Err(self.errs.join("; "))
-        }
-    }
-}
 
 /// (a) over three quarters of the user-space records in the workload's
 /// functions, (b) strided VAs in the array, (c) PAs as the guest's pagemap
@@ -95,7 +23,7 @@ impl<'a> Judge<'a> {
 /// controls caught their wrong inputs; perf decoded every record the
 /// backend wrote.
 pub fn check_spe_profile(out: &RunOutput) -> Result<(), String> {
-    let mut j = Judge::new(out);
+    let j = Judge::new(out);
     j.want("workload_share_pct", "> 75", |v| v > 75.0);
     let records = j.want("spe_records", "> 0", |v| v > 0.0);
     let ldst = j.want("strided_ldst", ">= 100", |v| v >= 100.0);
@@ -129,16 +57,17 @@ pub fn check_spe_profile(out: &RunOutput) -> Result<(), String> {
     j.want("ts_exit_seen", "1", |v| v == 1.0);
     j.want("ts_span_pct", ">= 50", |v| v >= 50.0);
     j.positive(&["control_ts_decreases", "control_ts_after_exit"]);
-    let backend = backend_stat(&out.backend_log, "records");
-    j.check(backend == Some(records as u64), || {
-        format!("perf decoded {records} records, the backend wrote {backend:?}")
-    });
+    if let Some(backend) = j.stat("records") {
+        j.check(backend as f64 == records, || {
+            format!("perf decoded {records} records, the backend wrote {backend}")
+        });
+    }
     j.finish()
 }
 
 /// With load_filter=1 only loads; without it stores and branches too.
 pub fn check_spe_filter_load(out: &RunOutput) -> Result<(), String> {
-    let mut j = Judge::new(out);
+    let j = Judge::new(out);
     j.positive(&["loadfilter_ld", "nofilter_st", "nofilter_br"]);
     j.zero(&[
         "loadfilter_st",
@@ -152,7 +81,7 @@ pub fn check_spe_filter_load(out: &RunOutput) -> Result<(), String> {
 
 /// With min_latency=N no total latency below N; without it most below.
 pub fn check_spe_min_latency(out: &RunOutput) -> Result<(), String> {
-    let mut j = Judge::new(out);
+    let j = Judge::new(out);
     let n = j.want("min_latency", "> 0", |v| v > 0.0);
     j.positive(&["minlat_records"]);
     j.zero(&[
@@ -163,7 +92,7 @@ pub fn check_spe_min_latency(out: &RunOutput) -> Result<(), String> {
     ]);
     j.want("minlat_min_latency", "min_latency or more", |v| v >= n);
     j.want("nominlat_min_latency", "below min_latency", |v| v < n);
-    let all = j.get("nominlat_records");
+    let all = j.float("nominlat_records");
     j.want(
         "nominlat_below",
         "more than half of nominlat_records",
@@ -176,7 +105,7 @@ pub fn check_spe_min_latency(out: &RunOutput) -> Result<(), String> {
 /// PERIOD + 1 + [0, 255], many of them, with a mean in [PERIOD, PERIOD +
 /// 256]; the sampled loads' VAs agree with their PCs.
 pub fn check_spe_jitter(out: &RunOutput) -> Result<(), String> {
-    let mut j = Judge::new(out);
+    let j = Judge::new(out);
     let (lo, hi) = (PERIOD + 1.0, PERIOD + 256.0);
     for run in ["j0", "j1"] {
         let spacings = j.want(&format!("{run}_spacings"), ">= 500", |v| v >= 500.0);
@@ -209,7 +138,7 @@ pub fn check_spe_jitter(out: &RunOutput) -> Result<(), String> {
 /// Samples at "other" operations (an `add` loop) are exactly PERIOD + 1
 /// operations apart, without jitter.
 pub fn check_spe_interval_others(out: &RunOutput) -> Result<(), String> {
-    let mut j = Judge::new(out);
+    let j = Judge::new(out);
     j.want("spacings", ">= 2000", |v| v >= 2000.0);
     j.want("loop_other_records", ">= 2000", |v| v >= 2000.0);
     j.zero(&["spacing_wrong", "bad"]);
@@ -222,17 +151,17 @@ pub fn check_spe_interval_others(out: &RunOutput) -> Result<(), String> {
 /// As `check_spe_interval_others`, in a loop whose every pass takes a page
 /// fault (at least 1000 of them).
 pub fn check_spe_interval_faults(out: &RunOutput) -> Result<(), String> {
-    let mut j = Judge::new(out);
+    let j = Judge::new(out);
     j.want("faults", ">= 1000", |v| v >= 1000.0);
-    j.finish()?;
-    check_spe_interval_others(out)
+    j.include(check_spe_interval_others(out));
+    j.finish()
 }
 
 /// `spe-alias` under the default operation model (micro-operations): at
 /// least 2000 records of the 5-instruction loop, every instruction of it
 /// sampled with at least a quarter of its fair share, so the load too.
 pub fn check_spe_alias(out: &RunOutput) -> Result<(), String> {
-    let mut j = Judge::new(out);
+    let j = Judge::new(out);
     let ops = j.want("alias_ops", "5", |v| v == 5.0);
     let records = j.want("alias_records", ">= 2000", |v| v >= 2000.0);
     j.zero(&["bad"]);
@@ -252,7 +181,7 @@ pub fn check_spe_alias(out: &RunOutput) -> Result<(), String> {
 /// `spe-alias` counting instructions exactly: the run `check_spe_alias`
 /// must reject, every record of the loop at one instruction.
 pub fn check_spe_alias_exact(out: &RunOutput) -> Result<(), String> {
-    let mut j = Judge::new(out);
+    let j = Judge::new(out);
     j.want("alias_records", ">= 2000", |v| v >= 2000.0);
     j.zero(&["bad"]);
     j.want("alias_positions", "1", |v| v == 1.0);
@@ -262,13 +191,34 @@ pub fn check_spe_alias_exact(out: &RunOutput) -> Result<(), String> {
     j.finish()
 }
 
-/// The backend log's delivered faults (`fault N delivered on vCPU V:
-/// … PMBPTR=…`), from "vCPU" on.
-fn delivered_faults(log: &str) -> Vec<&str> {
-    log.lines()
-        .filter(|l| l.contains(" delivered on vCPU "))
-        .filter_map(|l| l.find("vCPU ").map(|i| &l[i..]))
+/// The faults the backend delivered, as what must repeat: the vCPU,
+/// the fault, PMBSR and PMBPTR.
+fn delivered(c: &Control) -> Vec<String> {
+    c.delivered()
+        .map(|f| {
+            format!(
+                "vCPU {} {} PMBSR={} PMBPTR={}",
+                f["vcpu"], f["fault"], f["pmbsr"], f["pmbptr"]
+            )
+        })
         .collect()
+}
+
+/// What each boot of `spe-replay` must show: a long recording that
+/// decodes, and the fault it armed delivered.
+fn replay_recorded(j: &Judge) {
+    j.want("replay_records", ">= 1000", |v| v >= 1000.0);
+    j.zero(&["bad"]);
+    j.check(j.out().control.delivered().next().is_some(), || {
+        "the backend delivered no fault".into()
+    });
+}
+
+/// `spe-replay-a`, the first boot of the pair.
+pub fn check_spe_replay_first(out: &RunOutput) -> Result<(), String> {
+    let j = Judge::new(out);
+    replay_recorded(&j);
+    j.finish()
 }
 
 /// `spe-replay-b` against `spe-replay-a` (the run before it, in the same
@@ -276,23 +226,21 @@ fn delivered_faults(log: &str) -> Vec<&str> {
 /// the same faults delivered on the same vCPUs at the same PMBPTR.
 pub fn check_spe_replay(out: &RunOutput) -> Result<(), String> {
     let a_dir = out.dir.with_file_name("spe-replay-a");
-    let read = |f: &str| {
-        std::fs::read_to_string(a_dir.join(f))
-            .map_err(|e| format!("spe-replay-a's {f} (run it first): {e}"))
-    };
-    let a = crate::runner::parse_console(&read("console.log")?, "spe-replay").results;
-    let a_log = read("backend.log")?;
-    let mut j = Judge::new(out);
-    j.want("replay_records", ">= 1000", |v| v >= 1000.0);
-    j.zero(&["bad"]);
+    let console = std::fs::read_to_string(a_dir.join("console.log"))
+        .map_err(|e| format!("spe-replay-a's console.log (run it first): {e}"))?;
+    let a = parse_console(&console, "spe-replay").results;
+    let a_control =
+        Control::read(&a_dir).map_err(|e| format!("spe-replay-a's {e} (run it first)"))?;
+    let j = Judge::new(out);
+    replay_recorded(&j);
     for key in ["replay_records", "replay_aux_hash"] {
         let first = a.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
-        let second = out.result(key);
+        let second = j.text(key);
         j.check(first.is_some() && first == second, || {
             format!("{key}: {first:?} in the first run, {second:?} in the second")
         });
     }
-    let (fa, fb) = (delivered_faults(&a_log), delivered_faults(&out.backend_log));
+    let (fa, fb) = (delivered(&a_control), delivered(&out.control));
     j.check(!fa.is_empty() && fa == fb, || {
         format!("faults delivered: {fa:?} in the first run, {fb:?} in the second")
     });
@@ -302,8 +250,8 @@ pub fn check_spe_replay(out: &RunOutput) -> Result<(), String> {
 /// Two vCPUs; each CPU's workload records are from the workload pinned
 /// there (at least 500 of them).
 pub fn check_spe_smp2_pinned(out: &RunOutput) -> Result<(), String> {
-    let mut j = Judge::new(out);
-    j.text("cpus", &VCPUS.to_string());
+    let j = Judge::new(out);
+    j.is("cpus", &VCPUS.to_string());
     for cpu in 0..VCPUS {
         j.want(&format!("cpu{cpu}_own"), ">= 500", |v| v >= 500.0);
         j.zero(&[&format!("cpu{cpu}_other_workload")]);
@@ -324,15 +272,37 @@ const SVE_KINDS: [&str; 8] = [
     "st",
 ];
 
-/// Issue 21, SVE: with no filter every SVE operation of the loop is
+/// Whether the guest ran the run that `attr` filters (its
+/// `absent_key` result missing). A run reported absent is a failure on a
+/// kernel whose driver has the attribute (`attributes::ATTRS`).
+fn ran(j: &Judge, absent_key: &str, attr: &str) -> bool {
+    if j.text(absent_key).is_none() {
+        return true;
+    }
+    let Some(since) = attributes::since(attr) else {
+        j.fail(format!("{absent_key}: {attr} is not in attributes::ATTRS"));
+        return false;
+    };
+    let kernel = j.out().kernel_line();
+    j.check(kernel.is_some_and(|k| k < since), || {
+        format!(
+            "{absent_key}: {attr} absent on kernel {kernel:?}, whose driver has it (since {}.{})",
+            since.0, since.1
+        )
+    });
+    false
+}
+
+/// SVE: with no filter every SVE operation of the loop is
 /// recorded as itself (EVL the workload's vector length, PRED, SG, FP, the
 /// data address of its first active element, the predicate events) and
 /// none otherwise; `event_filter` on the partial or empty predicate keeps
 /// only records with it; `inv_event_filter` on the partial one keeps none
 /// with it, and `float_filter` keeps the `fadd` and drops the integer SVE
-/// operations, where the driver has them (7.3; 6.1 reports them absent).
+/// operations, where the driver has them (`ran`: 6.1 lacks both, 6.12
+/// float_filter).
 pub fn check_spe_sve(out: &RunOutput) -> Result<(), String> {
-    let mut j = Judge::new(out);
+    let j = Judge::new(out);
     let vl = j.want("sve_vl", ">= 128", |v| v >= 128.0);
     j.check(vl.is_nan() || vl.log2().fract() == 0.0, || {
         format!("vector length {vl} is not a power of two")
@@ -356,11 +326,11 @@ pub fn check_spe_sve(out: &RunOutput) -> Result<(), String> {
         j.zero(&[&format!("sve_{run}_bad")]);
     }
     j.positive(&["sve_partial_ld_empty", "sve_partial_add_partial"]);
-    if out.result("sve_notpartial_absent").is_none() {
+    if ran(&j, "sve_notpartial_absent", "inv_event_filter") {
         j.positive(&["sve_notpartial_n", "sve_notpartial_ld_full"]);
         j.zero(&["sve_notpartial_partial", "sve_notpartial_bad"]);
     }
-    if out.result("sve_float_absent").is_none() {
+    if ran(&j, "sve_float_absent", "float_filter") {
         j.positive(&["sve_float_fp"]);
         j.zero(&[
             "sve_float_add_partial",
@@ -372,10 +342,10 @@ pub fn check_spe_sve(out: &RunOutput) -> Result<(), String> {
     j.finish()
 }
 
-/// Issue 21, MTE: the loop's tag-checked load and store (through a
+/// MTE: the loop's tag-checked load and store (through a
 /// pointer with a non-zero tag) carry their data addresses, tag and all.
 pub fn check_spe_mte(out: &RunOutput) -> Result<(), String> {
-    let mut j = Judge::new(out);
+    let j = Judge::new(out);
     let n = j.want("mte_n", ">= 200", |v| v >= 200.0);
     let share = n / 4.0 / 3.0;
     for k in ["mte_ld_ok", "mte_st_ok"] {
@@ -391,29 +361,15 @@ pub fn check_spe_mte(out: &RunOutput) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runner::Verdict;
-    use std::path::PathBuf;
-    use std::time::Duration;
+    use serde_json::json;
 
     /// A passing run with `line`'s results (an `SPE-RESULT` line's pairs)
-    /// with `key` set to `value` (a missing `key` is added; "" drops it).
-    fn run(line: &str, backend: &str, key: &str, value: &str) -> RunOutput {
-        let mut results: Vec<(String, String)> = line
-            .split_whitespace()
-            .filter_map(|kv| kv.split_once('='))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        results.retain(|(k, _)| k != key);
-        if !value.is_empty() {
-            results.push((key.to_string(), value.to_string()));
-        }
+    /// with `key` set to `value` (a missing `key` is added; "" drops it),
+    /// and `control` from the backend.
+    fn run(line: &str, control: &Control, key: &str, value: &str) -> RunOutput {
         RunOutput {
-            verdict: Verdict::Pass,
-            results,
-            console: String::new(),
-            backend_log: backend.into(),
-            elapsed: Duration::ZERO,
-            dir: PathBuf::new(),
+            control: control.clone(),
+            ..RunOutput::from_line(line).with(key, value)
         }
     }
 
@@ -422,12 +378,12 @@ mod tests {
     fn accepts_and_rejects(
         check: fn(&RunOutput) -> Result<(), String>,
         line: &str,
-        backend: &str,
+        control: &Control,
         bad: &[(&str, &str)],
     ) {
-        assert_eq!(check(&run(line, backend, "", "")), Ok(()));
+        assert_eq!(check(&run(line, control, "", "")), Ok(()));
         for (k, v) in bad {
-            let e = check(&run(line, backend, k, v)).unwrap_err();
+            let e = check(&run(line, control, k, v)).unwrap_err();
             assert!(e.contains(k), "{k}={v}: {e}");
         }
     }
@@ -444,11 +400,11 @@ mod tests {
 
     #[test]
     fn profile_needs_every_proof_and_control() {
-        let log = "[INFO] stats total: samples=9 filtered=0 records=6498 bytes=1 discarded=0 management_events=0\n";
+        let backend = Control::with_stats(&[&[("records", 6000)], &[("records", 498)]]);
         accepts_and_rejects(
             check_spe_profile,
             PROFILE,
-            log,
+            &backend,
             &[
                 ("workload_share_pct", "74.9"),
                 ("va_outside", "1"),
@@ -473,8 +429,11 @@ mod tests {
                 ("strided_ldst", ""),
             ],
         );
-        let e = check_spe_profile(&run(PROFILE, "", "", "")).unwrap_err();
-        assert!(e.contains("the backend wrote None"), "{e}");
+        let e = check_spe_profile(&run(PROFILE, &Control::default(), "", "")).unwrap_err();
+        assert!(e.contains("no query-spu answer"), "{e}");
+        let fewer = Control::with_stats(&[&[("records", 6000)], &[("records", 497)]]);
+        let e = check_spe_profile(&run(PROFILE, &fewer, "", "")).unwrap_err();
+        assert!(e.contains("the backend wrote 6497"), "{e}");
     }
 
     #[test]
@@ -484,7 +443,7 @@ mod tests {
             "nofilter_ld=571 nofilter_st=384 nofilter_br=1556 nofilter_other=5498 \
              nofilter_bad=0 loadfilter_ld=530 loadfilter_st=0 loadfilter_br=0 \
              loadfilter_other=0 loadfilter_bad=0",
-            "",
+            &Control::default(),
             &[
                 ("loadfilter_st", "1"),
                 ("loadfilter_br", "7"),
@@ -502,7 +461,7 @@ mod tests {
             "nominlat_records=1233 nominlat_below=1069 nominlat_no_latency=0 \
              nominlat_min_latency=5 nominlat_bad=0 minlat_records=178 minlat_below=0 \
              minlat_no_latency=0 minlat_min_latency=17 minlat_bad=0 min_latency=16",
-            "",
+            &Control::default(),
             &[
                 ("minlat_below", "1"),
                 ("minlat_min_latency", "15"),
@@ -520,7 +479,7 @@ mod tests {
             "loop_records=3999 loop_other_records=3998 loop_branch_records=1 \
              outside_records=36 spacings=3997 spacing_min=1025 spacing_max=1025 \
              spacing_wrong=0 bad=0",
-            "",
+            &Control::default(),
             &[
                 ("spacing_wrong", "1"),
                 ("spacing_min", "1024"),
@@ -538,25 +497,33 @@ mod tests {
         let a = runs.join("spe-replay-a");
         std::fs::create_dir_all(&a).unwrap();
         let line = "replay_records=61020 replay_aux_hash=ce31bd22 bad=0";
-        let fault = "[t INFO c] fault 1 delivered on vCPU 1: {} PMBSR=0x20001 PMBPTR=0xffff8000\n";
-        let second = |results: &str, log: &str| RunOutput {
-            dir: runs.join("spe-replay-b"),
-            backend_log: log.into(),
-            ..run(results, "", "", "")
+        let fault = |pmbptr: &str| Control {
+            faults: vec![json!({"id": 1, "vcpu": 1, "fault": {"kind": "buffer-full"},
+                "delivered": true, "pmbsr": "0x20001", "pmbptr": pmbptr})],
+            ..Control::with_stats(&[])
         };
+        let first = fault("0xffff8000");
+        let second = |results: &str, control: &Control| RunOutput {
+            dir: runs.join("spe-replay-b"),
+            ..run(results, control, "", "")
+        };
+        assert_eq!(check_spe_replay_first(&run(line, &first, "", "")), Ok(()));
+        assert!(check_spe_replay_first(&run(line, &Control::default(), "", "")).is_err());
         // No first run yet.
-        let e = check_spe_replay(&second(line, fault)).unwrap_err();
+        let e = check_spe_replay(&second(line, &first)).unwrap_err();
         assert!(e.contains("run it first"), "{e}");
         std::fs::write(a.join("console.log"), format!("SPE-RESULT {line}\r\n")).unwrap();
-        std::fs::write(a.join("backend.log"), fault).unwrap();
-        assert_eq!(check_spe_replay(&second(line, fault)), Ok(()));
+        let e = check_spe_replay(&second(line, &first)).unwrap_err();
+        assert!(e.contains("control.json"), "{e}");
+        std::fs::write(a.join(Control::FILE), first.to_json().to_string()).unwrap();
+        assert_eq!(check_spe_replay(&second(line, &first)), Ok(()));
         let other_hash = line.replace("ce31bd22", "6f0c6ada");
-        assert!(check_spe_replay(&second(&other_hash, fault)).is_err());
+        assert!(check_spe_replay(&second(&other_hash, &first)).is_err());
         let other_count = line.replace("61020", "60491");
-        assert!(check_spe_replay(&second(&other_count, fault)).is_err());
-        let other_fault = fault.replace("0xffff8000", "0xffff8040");
-        assert!(check_spe_replay(&second(line, &other_fault)).is_err());
-        assert!(check_spe_replay(&second(line, "")).is_err());
+        assert!(check_spe_replay(&second(&other_count, &first)).is_err());
+        let e = check_spe_replay(&second(line, &fault("0xffff8040"))).unwrap_err();
+        assert!(e.contains("0xffff8040"), "{e}");
+        assert!(check_spe_replay(&second(line, &Control::default())).is_err());
         std::fs::remove_dir_all(&runs).unwrap();
     }
 
@@ -567,7 +534,7 @@ mod tests {
             "alias_ops=5 alias_records=5200 alias_ld=1040 alias_pos0=1040 \
              alias_pos1=1000 alias_pos2=1100 alias_pos3=1020 alias_pos4=1040 \
              alias_positions=5 bad=0",
-            "",
+            &Control::default(),
             &[
                 ("alias_positions", "4"),
                 ("alias_pos2", "0"),
@@ -583,11 +550,11 @@ mod tests {
         let one = "alias_ops=5 alias_records=4870 alias_ld=0 alias_pos0=0 \
                    alias_pos1=0 alias_pos2=4870 alias_pos3=0 alias_pos4=0 \
                    alias_positions=1 bad=0";
-        assert!(check_spe_alias(&run(one, "", "", "")).is_err());
+        assert!(check_spe_alias(&run(one, &Control::default(), "", "")).is_err());
         accepts_and_rejects(
             check_spe_alias_exact,
             one,
-            "",
+            &Control::default(),
             &[
                 ("alias_positions", "5"),
                 ("alias_records", "3"),
@@ -603,7 +570,7 @@ mod tests {
             "loop_records=4001 loop_other_records=4000 outside_records=34 \
              spacings=3999 spacing_min=1025 spacing_max=1025 spacing_wrong=0 \
              faults=1001 bad=0",
-            "",
+            &Control::default(),
             &[
                 ("faults", "3"),
                 ("spacing_wrong", "2"),
@@ -623,7 +590,7 @@ mod tests {
              j1_ladder_records=1818 j1_other_records=3 j1_va_outside=0 j1_pc_va_mismatch=0 j1_spacings=1796 \
              j1_gaps=21 j1_spacing_mean=1155.7 j1_spacing_min=1025 j1_spacing_max=1280 \
              j1_spacing_distinct=254 j1_spacing_out_of_range=0 j1_bad=0",
-            "",
+            &Control::default(),
             &[
                 ("j0_spacing_distinct", "2"),
                 ("j0_spacing_max", "1026"),
@@ -640,6 +607,52 @@ mod tests {
         );
     }
 
+    const SVE: &str = "sve_vl=256 sve_none_n=660 sve_none_ld_full=60 sve_none_ld_partial=60 \
+        sve_none_ld_empty=60 sve_none_gather=60 sve_none_fp=60 sve_none_add_partial=60 \
+        sve_none_add_unpred=60 sve_none_st=60 sve_none_bad=0 sve_none_evl_bad=0 \
+        sve_none_wrong=0 sve_none_ldst=0 sve_partial_n=50 sve_partial_partial=50 \
+        sve_partial_bad=0 sve_partial_ld_empty=5 sve_partial_add_partial=9 sve_empty_n=40 \
+        sve_empty_empty=40 sve_empty_bad=0 sve_notpartial_n=100 sve_notpartial_ld_full=20 \
+        sve_notpartial_partial=0 sve_notpartial_bad=0 sve_float_fp=30 sve_float_add_partial=0 \
+        sve_float_add_unpred=0 sve_float_ld_full=0 sve_float_bad=0";
+
+    #[test]
+    fn sve_runs_are_absent_only_on_kernels_without_their_attribute() {
+        let none = Control::default();
+        let on = |kernel: &str, absent: &[(&str, &str)]| {
+            let line = format!("kernel={kernel} {SVE}");
+            let out = absent
+                .iter()
+                .fold(run(&line, &none, "", ""), |o, (k, v)| o.with(k, v));
+            check_spe_sve(&out)
+        };
+        accepts_and_rejects(
+            check_spe_sve,
+            &format!("kernel=7.3.4+deb13-arm64 {SVE}"),
+            &none,
+            &[
+                ("sve_none_gather", "3"),
+                ("sve_float_add_partial", "1"),
+                ("sve_notpartial_partial", "2"),
+                ("sve_empty_empty", "39"),
+            ],
+        );
+        let float = ("sve_float_absent", "float_filter");
+        let notpartial = ("sve_notpartial_absent", "inv_event_filter");
+        // float_filter since 6.18, inv_event_filter since 6.3.
+        assert!(on("7.3.4+deb13-arm64", &[float]).is_err());
+        assert_eq!(on("6.12.117+deb13-arm64", &[float]), Ok(()));
+        assert!(on("6.12.117+deb13-arm64", &[notpartial])
+            .unwrap_err()
+            .contains("since 6.3"));
+        assert_eq!(on("6.1.0-56-arm64", &[float, notpartial]), Ok(()));
+        // An absent run is skipped: its numbers do not count then.
+        let skipped = [float, ("sve_float_fp", "0")];
+        assert_eq!(on("6.1.0-56-arm64", &skipped), Ok(()));
+        assert!(on("7.3.4+deb13-arm64", &[("sve_float_fp", "0")]).is_err());
+        assert!(on("unknown", &[float]).is_err(), "no kernel line");
+    }
+
     #[test]
     fn smp2_needs_each_cpu_its_own_workload() {
         accepts_and_rejects(
@@ -647,7 +660,7 @@ mod tests {
             "cpus=2 cpu0_records=7062 cpu0_own=4202 cpu0_other_workload=0 cpu0_own_pct=59 \
              cpu0_top=spe-cpu0 cpu1_records=6991 cpu1_own=5716 cpu1_other_workload=0 \
              cpu1_own_pct=81 cpu1_top=spe-cpu1",
-            "",
+            &Control::default(),
             &[
                 ("cpus", "1"),
                 ("cpu0_other_workload", "3"),

@@ -1,11 +1,9 @@
 //! PMU snapshots (FEAT_PMUv3_SS) through the guest's `pmu_snapshot`
 //! driver (guest-driver/pmu_snapshot): its sysfs interface on a guest
-//! with `pmu-ss=on` (`pmu-snapshot`, in scenarios.rs) and its refusal on
+//! with `pmu-ss=on` (`pmu-snapshot`, in scenarios/list.rs) and its refusal on
 //! a CPU without the feature (`pmu-snapshot-no-pmss`, here).
 
-use crate::runner::{RunOutput, SpeRun};
-use crate::scenarios::{num, verdict, Expect, Scenario};
-use std::time::Duration;
+use crate::scenario::{Expect, Judge, RunOutput, Scenario, SpeRun};
 
 /// What pmu-snapshot.sh prints once the host may request a capture: the
 /// runner then runs `vhost-device-spe ctl --json snapshot`.
@@ -28,43 +26,43 @@ const CPU_CYCLES: u64 = 0x11;
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         // The negative control: `-cpu max,spe=on` without pmu-ss=on.
-        Scenario {
-            name: "pmu-snapshot-no-pmss",
-            guest: "pmu-snapshot-no-pmss",
-            backend: true,
-            timeout: Duration::from_secs(120),
-            expect: Expect::Pass(check_no_pmss),
-            kill_backend_when: None,
-            spe: Some(SpeRun::new("max")),
-        },
+        Scenario::new(
+            "pmu-snapshot-no-pmss",
+            "pmu-snapshot-no-pmss",
+            120,
+            Expect::pass(check_no_pmss),
+        )
+        .spe(SpeRun::new("max")),
     ]
-}
-
-fn text<'a>(out: &'a RunOutput, key: &str) -> &'a str {
-    out.result(key).unwrap_or("")
-}
-
-fn hex(out: &RunOutput, key: &str) -> Result<u64, String> {
-    out.result(key)
-        .and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
-        .ok_or_else(|| format!("guest result {key}={:?} is not hex", out.result(key)))
 }
 
 /// The event counters of one capture (prefix `a_`, `b_`, `c_`) as
 /// (n, count, PMEVTYPER).
-fn counters(out: &RunOutput, prefix: &str) -> Result<Vec<(u64, u64, u64)>, String> {
+fn counters(j: &Judge, prefix: &str) -> Vec<(u64, u64, u64)> {
     let mut v = Vec::new();
-    for (k, _) in &out.results {
+    for (k, _) in &j.out().results {
         let Some(n) = k.strip_prefix(prefix).and_then(|k| k.strip_prefix("evcnt")) else {
             continue;
         };
         let Ok(n) = n.parse::<u64>() else { continue };
-        v.push((n, num(out, k)?, hex(out, &format!("{prefix}evtype{n}"))?));
+        if let (Some(count), Some(ty)) = (j.num(k), j.hex(&format!("{prefix}evtype{n}"))) {
+            v.push((n, count, ty));
+        }
     }
-    Ok(v)
+    v
 }
 
-/// The three proofs of issue 29 for the driver, on cpu0 of a guest with
+/// The snapshot driver's capture `prefix` (`a_`, `b_`, `c_`): its seq,
+/// source and nc files.
+fn capture<'a>(j: &Judge<'a>, prefix: &str) -> (Option<u64>, &'a str, Option<u64>) {
+    (
+        j.num(&format!("{prefix}seq")),
+        j.text(&format!("{prefix}source")).unwrap_or(""),
+        j.num(&format!("{prefix}nc")),
+    )
+}
+
+/// The three proofs for the driver, on cpu0 of a guest with
 /// FEAT_PMUv3_SS, and its CPU hotplug and unload:
 /// (a) a capture from user space has source=guest, nc=0, the next seq,
 ///     and PMCCNTSVR_EL1 between the PMCCNTR_EL0 reads around it (perf
@@ -75,163 +73,137 @@ fn counters(out: &RunOutput, prefix: &str) -> Result<Vec<(u64, u64, u64)>, Strin
 /// (b) the host's `ctl snapshot`: the next seq, source=host, nc=0 and a
 ///     new cycle count.
 pub fn check_pmu_snapshot(out: &RunOutput) -> Result<(), String> {
-    let mut errs = Vec::new();
-    let files = text(out, "files");
+    let j = Judge::new(out);
+    let files = j.text("files").unwrap_or("");
     for f in [
         "capture", "seq", "source", "nc", "ccnt", "evcnt0", "evtype0",
     ] {
-        if !files.split(',').any(|x| x == f) {
-            errs.push(format!("no file {f} in cpu0/pmu_snapshot ({files})"));
-        }
+        j.check(files.split(',').any(|x| x == f), || {
+            format!("no file {f} in cpu0/pmu_snapshot ({files})")
+        });
     }
-    let load_seq = num(out, "load_seq")?;
-    if text(out, "load_source") != "none" {
-        errs.push(format!(
-            "source {} before any capture",
-            text(out, "load_source")
-        ));
-    }
+    let load_seq = j.num("load_seq");
+    j.is("load_source", "none");
 
     // (a)
-    let (before, svr, after) = (
-        num(out, "a_before")?,
-        num(out, "a_svr")?,
-        num(out, "a_after")?,
+    let (before, svr, after) = (j.num("a_before"), j.num("a_svr"), j.num("a_after"));
+    j.require(
+        "a_rc",
+        |n| n == 0,
+        |_| "(a) the write to capture failed".into(),
     );
-    if num(out, "a_rc")? != 0 {
-        errs.push("(a) the write to capture failed".into());
+    let (a_seq, a_source, a_nc) = capture(&j, "a_");
+    let want = load_seq.map(|s| s + 1);
+    j.check(a_seq == want && a_source == "guest" && a_nc == Some(0), || {
+        format!("(a) seq {a_seq:?} source {a_source} nc {a_nc:?}, want seq {want:?} source guest nc 0")
+    });
+    if let (Some(before), Some(svr), Some(after)) = (before, svr, after) {
+        let span = after.wrapping_sub(before);
+        j.check(
+            span > 0 && svr.wrapping_sub(before) <= span && span < CAPTURE_MAX_CYCLES,
+            || format!("(a) PMCCNTSVR_EL1 {svr} is not between PMCCNTR_EL0 {before} and {after}"),
+        );
     }
-    let a_seq = num(out, "a_seq")?;
-    if a_seq != load_seq + 1 || text(out, "a_source") != "guest" || num(out, "a_nc")? != 0 {
-        errs.push(format!(
-            "(a) seq {a_seq} source {} nc {}, want seq {} source guest nc 0",
-            text(out, "a_source"),
-            text(out, "a_nc"),
-            load_seq + 1
-        ));
-    }
-    let span = after.wrapping_sub(before);
-    if !(span > 0 && svr.wrapping_sub(before) <= span && span < CAPTURE_MAX_CYCLES) {
-        errs.push(format!(
-            "(a) PMCCNTSVR_EL1 {svr} is not between PMCCNTR_EL0 {before} and {after}"
-        ));
-    }
-    if num(out, "a_ccnt")? != svr {
-        errs.push(format!(
-            "(a) ccnt {} but PMCCNTSVR_EL1 {svr}",
-            num(out, "a_ccnt")?
-        ));
-    }
-    let a = counters(out, "a_")?;
-    if !a
-        .iter()
-        .any(|&(_, count, ty)| ty & 0xffff == CPU_CYCLES && count > 0)
-    {
-        errs.push(format!(
-            "(a) no event counter counted CPU_CYCLES: (n, count, type) {a:x?}"
-        ));
-    }
+    let a_ccnt = j.num("a_ccnt");
+    j.check(a_ccnt.is_some() && a_ccnt == svr, || {
+        format!("(a) ccnt {a_ccnt:?} but PMCCNTSVR_EL1 {svr:?}")
+    });
+    let a = counters(&j, "a_");
+    j.check(
+        a.iter()
+            .any(|&(_, count, ty)| ty & 0xffff == CPU_CYCLES && count > 0),
+        || format!("(a) no event counter counted CPU_CYCLES: (n, count, type) {a:x?}"),
+    );
 
     // (c)
-    let c_seq = num(out, "c_seq")?;
-    if num(out, "c_rc")? != 0 || c_seq != a_seq + 1 || text(out, "c_source") != "guest" {
-        errs.push(format!(
-            "(c) rc {} seq {c_seq} source {}, want rc 0 seq {} source guest",
-            text(out, "c_rc"),
-            text(out, "c_source"),
-            a_seq + 1
-        ));
-    }
-    if num(out, "c_nc")? != 1 {
-        errs.push("(c) a prohibited capture did not report nc=1".into());
-    }
-    let c = counters(out, "c_")?;
-    if num(out, "c_ccnt")? != svr || c.iter().map(|x| x.1).ne(a.iter().map(|x| x.1)) {
-        errs.push("(c) a prohibited capture changed the snapshot registers".into());
-    }
+    let (c_seq, c_source, c_nc) = capture(&j, "c_");
+    let want = a_seq.map(|s| s + 1);
+    let c_rc = j.num("c_rc");
+    j.check(c_rc == Some(0) && c_seq == want && c_source == "guest", || {
+        format!("(c) rc {c_rc:?} seq {c_seq:?} source {c_source}, want rc 0 seq {want:?} source guest")
+    });
+    j.check(c_nc == Some(1), || {
+        "(c) a prohibited capture did not report nc=1".into()
+    });
+    let c = counters(&j, "c_");
+    let c_ccnt = j.num("c_ccnt");
+    j.check(
+        c_ccnt == svr && c.iter().map(|x| x.1).eq(a.iter().map(|x| x.1)),
+        || "(c) a prohibited capture changed the snapshot registers".into(),
+    );
 
     // (b)
-    let b_seq = num(out, "b_seq")?;
-    if b_seq != c_seq + 1 || text(out, "b_source") != "host" || num(out, "b_nc")? != 0 {
-        errs.push(format!(
-            "(b) seq {b_seq} source {} nc {} after {} ds, want seq {} source host nc 0",
-            text(out, "b_source"),
-            text(out, "b_nc"),
-            text(out, "b_waited_ds"),
-            c_seq + 1
-        ));
-    }
+    let (b_seq, b_source, b_nc) = capture(&j, "b_");
+    let want = c_seq.map(|s| s + 1);
+    j.check(b_seq == want && b_source == "host" && b_nc == Some(0), || {
+        format!(
+            "(b) seq {b_seq:?} source {b_source} nc {b_nc:?} after {} ds, want seq {want:?} source host nc 0",
+            j.text("b_waited_ds").unwrap_or("?")
+        )
+    });
     // New values: perf restarts its counters (at each 32-bit overflow
     // of a counting event), so they need not be larger.
-    if num(out, "b_ccnt")? == num(out, "c_ccnt")? {
-        errs.push(format!(
-            "(b) the host's capture left PMCCNTSVR_EL1 at {}",
-            text(out, "b_ccnt")
-        ));
-    }
+    let b_ccnt = j.num("b_ccnt");
+    j.check(b_ccnt != c_ccnt, || {
+        format!("(b) the host's capture left PMCCNTSVR_EL1 at {b_ccnt:?}")
+    });
+    let mut errs = Vec::new();
     let ctl = std::fs::read_to_string(out.dir.join("ctl.log")).unwrap_or_default();
     if !ctl.contains("\"captured\"") {
         errs.push(format!("(b) ctl snapshot did not capture: {}", ctl.trim()));
     }
+    errs.into_iter().for_each(|e| j.fail(e));
 
     // Hotplug and unload.
-    let hp = text(out, "hotplug");
+    let hp = j.text("hotplug").unwrap_or("");
     let hp_ok = hp
         .strip_prefix("off:absent,on:present,seq:")
         .and_then(|r| r.strip_suffix(",guest"))
         .and_then(|r| r.split_once("->"))
         .and_then(|(s0, s1)| Some((s0.parse::<u64>().ok()?, s1.parse::<u64>().ok()?)))
         .is_some_and(|(s0, s1)| s1 == s0 + 1);
-    if !hp_ok {
-        errs.push(format!(
-            "cpu1 offline and online: {hp}, want its directory gone and back, capturing"
-        ));
-    }
-    if num(out, "rmmod_rc")? != 0 || text(out, "dir_after_rmmod") != "absent" {
-        errs.push(format!(
-            "rmmod rc {}, cpu0/pmu_snapshot {} after it",
-            text(out, "rmmod_rc"),
-            text(out, "dir_after_rmmod")
-        ));
-    }
-    if num(out, "kernel_warnings")? != 0 {
-        errs.push("the guest kernel warned".into());
-    }
-    verdict(errs)
+    j.check(hp_ok, || {
+        format!("cpu1 offline and online: {hp}, want its directory gone and back, capturing")
+    });
+    let rmmod = j.num("rmmod_rc");
+    let dir = j.text("dir_after_rmmod");
+    j.check(rmmod == Some(0) && dir == Some("absent"), || {
+        format!("rmmod rc {rmmod:?}, cpu0/pmu_snapshot {dir:?} after it")
+    });
+    j.require(
+        "kernel_warnings",
+        |n| n == 0,
+        |_| "the guest kernel warned".into(),
+    );
+    j.finish()
 }
 
 /// Without FEAT_PMUv3_SS the module is not loaded and says why.
 fn check_no_pmss(out: &RunOutput) -> Result<(), String> {
-    let mut errs = Vec::new();
-    if num(out, "insmod_rc")? == 0 || num(out, "loaded")? != 0 {
-        errs.push("pmu_snapshot loaded on a CPU without FEAT_PMUv3_SS".into());
-    }
-    if text(out, "dir") != "absent" {
-        errs.push("cpu0/pmu_snapshot exists".into());
-    }
-    if !text(out, "refusal").contains(REFUSAL) {
-        errs.push(format!("no clear refusal: {:?}", text(out, "refusal")));
-    }
-    verdict(errs)
+    let j = Judge::new(out);
+    let (rc, loaded) = (j.num("insmod_rc"), j.num("loaded"));
+    j.check(rc.is_some_and(|rc| rc != 0) && loaded == Some(0), || {
+        "pmu_snapshot loaded on a CPU without FEAT_PMUv3_SS".into()
+    });
+    j.check(j.text("dir") == Some("absent"), || {
+        "cpu0/pmu_snapshot exists".into()
+    });
+    let refusal = j.text("refusal").unwrap_or("");
+    j.check(refusal.contains(REFUSAL), || {
+        format!("no clear refusal: {refusal:?}")
+    });
+    j.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runner::Verdict;
     use std::path::PathBuf;
 
     fn out(results: &[(&str, &str)], dir: PathBuf) -> RunOutput {
         RunOutput {
-            verdict: Verdict::Pass,
-            results: results
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            console: String::new(),
-            backend_log: String::new(),
-            elapsed: Duration::ZERO,
             dir,
+            ..RunOutput::from_pairs(results)
         }
     }
 

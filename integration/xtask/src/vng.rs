@@ -1,9 +1,10 @@
-//! Issue 19: `spe-qemu` as the QEMU of virtme-ng (`cargo xtask virtme-ng`,
-//! by hand: it installs virtme-ng from PyPI). virtme-ng boots the matrix
-//! kernel with a root directory made from the harness's initramfs (shared
-//! over 9p, as virtme-ng does for another architecture), loads the SPE
-//! driver and records with perf. The same run with the patched QEMU alone
-//! as virtme-ng's QEMU is the negative control: no SPE there.
+//! The launcher under another tool: `spe-qemu` as the QEMU of virtme-ng
+//! (`cargo xtask virtme-ng`, by hand: it installs virtme-ng from PyPI).
+//! virtme-ng boots the matrix kernel with a root directory made from the
+//! harness's initramfs (shared over 9p, as virtme-ng does for another
+//! architecture), loads the SPE driver and records with perf. The same
+//! run with the patched QEMU alone as virtme-ng's QEMU is the negative
+//! control: no SPE there.
 
 use crate::host::{missing_packages, privileged};
 use crate::runner::Rig;

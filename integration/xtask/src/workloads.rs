@@ -1,7 +1,7 @@
 //! Guest workloads: the C programs in `integration/guest/workloads`,
 //! cross-compiled static for aarch64 and put in the initramfs's /usr/bin
-//! (issue 6's proofs sample what they execute; `bench-overhead` times
-//! them).
+//! (the proofs of where records land sample what they execute;
+//! `bench-overhead` times them).
 
 use crate::util::{self, Step};
 use anyhow::{bail, Context, Result};

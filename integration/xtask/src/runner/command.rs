@@ -1,0 +1,249 @@
+//! The command lines of a run: QEMU's, `spe-qemu`'s and the backend's.
+
+use super::{GuestRun, Rig};
+use crate::scenario::{CONFIG_SIZE, NUM_VQS, VCPUS, VIRTIO_ID};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The backend's control socket, next to its channel socket.
+pub fn ctl_socket(channel: &Path) -> PathBuf {
+    channel.with_extension("ctl")
+}
+
+/// QEMU's QMP socket, next to the backend's channel socket.
+pub fn qmp_socket(channel: &Path) -> PathBuf {
+    channel.with_extension("qmp")
+}
+
+impl Rig {
+    /// The backend `spec` needs, on `socket`, keeping its records and
+    /// scenario file in the run's `dir`.
+    pub(super) fn backend_command(&self, spec: &GuestRun, dir: &Path, socket: &Path) -> Command {
+        let mut cmd = Command::new(&self.backend);
+        match &spec.spe {
+            None => {
+                cmd.arg("--socket-path").arg(socket);
+            }
+            Some(spe) => {
+                cmd.arg(if spe.paravirt {
+                    "--socket-path"
+                } else {
+                    "--qemu-socket"
+                })
+                .arg(socket)
+                .args(["--cpu", spe.backend_cpu]);
+                if spe.virtualization {
+                    cmd.arg("--el2");
+                }
+                if let Some(rate) = spe.synthetic {
+                    cmd.args(["--synthetic", &rate.to_string()]);
+                }
+                if spec.controlled() {
+                    cmd.arg("--control-socket").arg(ctl_socket(socket));
+                }
+                if spe.faults.is_some() {
+                    cmd.arg("--scenario").arg(dir.join("faults.json"));
+                }
+                if let Some(ops) = spe.min_interval {
+                    cmd.args(["--min-interval", &ops.to_string()]);
+                }
+                if spe.record {
+                    cmd.arg("--record").arg(dir.join("records"));
+                }
+                cmd.args(spe.backend_args);
+            }
+        }
+        cmd.arg("--vcpus").arg(VCPUS.to_string()).env(
+            "RUST_LOG",
+            spec.spe
+                .as_ref()
+                .and_then(|s| s.log)
+                .map(str::to_string)
+                .or_else(|| std::env::var("RUST_LOG").ok())
+                .unwrap_or_else(|| "info".into()),
+        );
+        cmd
+    }
+
+    /// `spe-qemu` with QEMU's documented `-M virt -kernel -initrd -append`
+    /// command line, unchanged but for `-nic none` (this QEMU has no
+    /// option ROMs) and `-no-reboot` (so `panic=-1` ends the run).
+    pub(super) fn launcher_command(&self, spec: &GuestRun, backend_log: &Path) -> Command {
+        let spe = spec.spe.as_ref().expect("a launcher run is an SPE run");
+        let mut c = Command::new(&self.launcher);
+        c.args(["--spe-cpu", spe.backend_cpu])
+            .arg("--spe-log")
+            .arg(backend_log)
+            .arg("-M")
+            .arg(if spe.virtualization {
+                "virt,virtualization=on"
+            } else {
+                "virt"
+            })
+            .args(["-cpu", "max", "-smp", &VCPUS.to_string(), "-m", "1G"])
+            .args(["-nographic", "-nic", "none", "-no-reboot"]);
+        self.boot_args(&mut c, &format!("spe.scenario={}", spec.scenario));
+        c
+    }
+
+    /// The kernel, the initramfs and the command line (`panic=-1` reboots
+    /// at once; `-no-reboot` turns that into an exit).
+    fn boot_args(&self, c: &mut Command, append: &str) {
+        c.arg("-kernel")
+            .arg(&self.kernel)
+            .arg("-initrd")
+            .arg(&self.initrd)
+            .arg("-append")
+            .arg(format!("console=ttyAMA0 panic=-1 {append}"));
+    }
+
+    pub(super) fn qemu_command(&self, spec: &GuestRun, console: &Path, socket: &Path) -> Command {
+        let mut c = Command::new(&self.qemu);
+        let mem = "1G";
+        let (machine, cpu) = match &spec.spe {
+            Some(spe) if spec.backend && !spe.paravirt => (
+                format!(
+                    "virt,gic-version=3,memory-backend=mem{}{}",
+                    if spe.virtualization {
+                        ",virtualization=on"
+                    } else {
+                        ""
+                    },
+                    if spe.mte { ",mte=on" } else { "" }
+                ),
+                format!(
+                    "max,spe=on{},spe-socket={}",
+                    if spe.pmu_ss { ",pmu-ss=on" } else { "" },
+                    socket.display()
+                ),
+            ),
+            _ => (
+                "virt,gic-version=3,memory-backend=mem".to_string(),
+                "max".to_string(),
+            ),
+        };
+        // Named threads ("CPU 0/TCG"), for pin_vcpu0() and for top.
+        c.args(["-name", "vhost-device-spe,debug-threads=on"])
+            .args(["-M", &machine])
+            .args(["-cpu", &cpu, "-smp", &VCPUS.to_string(), "-m", mem])
+            // vhost-user back ends map guest RAM: it must be a shared memfd.
+            .args([
+                "-object",
+                &format!("memory-backend-memfd,id=mem,size={mem},share=on"),
+            ])
+            // -M virt would add a NIC needing an option ROM we do not build.
+            .args(["-nic", "none", "-display", "none", "-monitor", "none"])
+            .arg("-serial")
+            .arg(format!("file:{}", console.display()))
+            .arg("-no-reboot");
+        if spec.controlled() {
+            // The guest's power-off pauses QEMU instead of ending it, so
+            // the backend still has the VM when the runner asks it for
+            // its statistics; the runner then quits QEMU through QMP.
+            c.arg("-qmp")
+                .arg(format!(
+                    "unix:{},server=on,wait=off",
+                    qmp_socket(socket).display()
+                ))
+                .args(["-action", "shutdown=pause"]);
+        }
+        self.boot_args(
+            &mut c,
+            &format!("spe.scenario={} spe.virtio_id={VIRTIO_ID}", spec.scenario),
+        );
+        if spec.backend && spec.spe.as_ref().is_none_or(|s| s.paravirt) {
+            c.arg("-chardev")
+                .arg(format!("socket,id=spe0,path={},reconnect-ms=1000", socket.display()))
+                .arg("-device")
+                .arg(format!(
+                    "vhost-user-device-pci,chardev=spe0,virtio-id={VIRTIO_ID},num_vqs={NUM_VQS},config_size={CONFIG_SIZE}"
+                ));
+        }
+        if let Some(spe) = &spec.spe {
+            if let Some(icount) = spe.icount {
+                c.args(["-icount", icount]);
+            }
+            c.args(spe.qemu_args);
+        }
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{SpeRun, ICOUNT_FIXED};
+    use std::time::Duration;
+
+    fn rig() -> Rig {
+        Rig {
+            spec: &crate::kernels::MATRIX[0],
+            has_extra_modules: true,
+            qemu: "qemu".into(),
+            kernel: "Image".into(),
+            initrd: "initrd".into(),
+            backend: "backend".into(),
+            launcher: "spe-qemu".into(),
+            runs_dir: "runs".into(),
+            pin_vcpu0: false,
+        }
+    }
+
+    fn run(spe: Option<SpeRun>) -> GuestRun {
+        GuestRun {
+            scenario: "boot".into(),
+            run_name: "boot".into(),
+            backend: spe.is_some(),
+            timeout: Duration::from_secs(1),
+            kill_backend_when: None,
+            spe,
+        }
+    }
+
+    fn args(c: Command) -> Vec<String> {
+        c.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    fn qemu_args(spe: Option<SpeRun>) -> Vec<String> {
+        args(rig().qemu_command(&run(spe), Path::new("console"), Path::new("sock")))
+    }
+
+    #[test]
+    fn icount_runs_add_icount_and_others_do_not() {
+        let on = SpeRun {
+            icount: Some(ICOUNT_FIXED),
+            ..SpeRun::new("neoverse-n1")
+        };
+        let args = qemu_args(Some(on));
+        assert!(
+            args.windows(2).any(|w| w == ["-icount", ICOUNT_FIXED]),
+            "{args:?}"
+        );
+        assert!(!qemu_args(Some(SpeRun::new("neoverse-n1"))).contains(&"-icount".into()));
+        assert!(!qemu_args(None).contains(&"-icount".into()));
+    }
+
+    #[test]
+    fn backend_runs_are_controlled_and_pause_at_power_off() {
+        let spe = qemu_args(Some(SpeRun::new("neoverse-n1")));
+        assert!(spe.windows(2).any(|w| w == ["-action", "shutdown=pause"]));
+        assert!(spe.contains(&"unix:sock.qmp,server=on,wait=off".to_string()));
+        let backend = args(rig().backend_command(
+            &run(Some(SpeRun::new("neoverse-n1"))),
+            Path::new("dir"),
+            Path::new("sock"),
+        ));
+        assert!(backend
+            .windows(2)
+            .any(|w| w == ["--control-socket", "sock.ctl"]));
+        // Without a backend, or through spe-qemu's own, nothing to ask.
+        assert!(!qemu_args(None).contains(&"-qmp".into()));
+        let launched = run(Some(SpeRun {
+            launcher: true,
+            ..SpeRun::new("neoverse-n1")
+        }));
+        assert!(!launched.controlled());
+    }
+}

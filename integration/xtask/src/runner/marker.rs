@@ -1,0 +1,76 @@
+//! What the runner does to the backend once the console shows a
+//! scenario's marker ([`MarkerAction`]).
+
+use super::command::ctl_socket;
+use super::process::ChildGuard;
+use super::Run;
+use crate::scenario::MarkerAction;
+use std::fs;
+use std::process::Command;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+impl Run<'_> {
+    pub(super) fn act(&self, action: MarkerAction, backend: Option<&mut ChildGuard>) {
+        match (action, backend) {
+            (MarkerAction::Ctl(args), _) => self.run_ctl(args),
+            (MarkerAction::Stall(pause), Some(b)) => self.stall(b, pause),
+            (MarkerAction::Restart, Some(b)) => self.restart(b),
+            // The backend is gone already: the check sees no stall.log
+            // or restart.log.
+            (MarkerAction::Stall(_) | MarkerAction::Restart, None) => {}
+        }
+    }
+
+    /// `vhost-device-spe ctl --json ARGS…`, its output in `ctl.log`.
+    fn run_ctl(&self, args: &[&str]) {
+        let out = Command::new(&self.rig.backend)
+            .arg("ctl")
+            .arg("--socket")
+            .arg(ctl_socket(&self.socket))
+            .arg("--json")
+            .args(args)
+            .output();
+        let text = match out {
+            Ok(o) => format!(
+                "$ ctl {}\n{}{}{}\n",
+                args.join(" "),
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr),
+                o.status
+            ),
+            Err(e) => format!("cannot run ctl: {e}\n"),
+        };
+        let _ = fs::write(self.dir.join("ctl.log"), text);
+    }
+
+    /// SIGSTOP, `pause`, SIGCONT; the time it took in `stall.log`.
+    fn stall(&self, b: &ChildGuard, pause: Duration) {
+        let t = Instant::now();
+        b.signal(libc::SIGSTOP);
+        sleep(pause);
+        b.signal(libc::SIGCONT);
+        let _ = fs::write(
+            self.dir.join("stall.log"),
+            format!("backend stopped for {:.1} s\n", t.elapsed().as_secs_f64()),
+        );
+    }
+
+    /// SIGKILL, and the same backend started again on the same socket
+    /// (its log appended); what happened in `restart.log`.
+    fn restart(&self, b: &mut ChildGuard) {
+        let t = Instant::now();
+        b.kill();
+        let text = match self.spawn_backend(true) {
+            Ok(new) => {
+                *b = new;
+                format!(
+                    "backend killed and started again in {:.1} s\n",
+                    t.elapsed().as_secs_f64()
+                )
+            }
+            Err(e) => format!("cannot start the backend again: {e:#}\n"),
+        };
+        let _ = fs::write(self.dir.join("restart.log"), text);
+    }
+}

@@ -1,0 +1,127 @@
+//! Which kernel of the matrix runs which scenario in `cargo xtask test`
+//! (the CI set), and which runs are left to be run by hand (`--full`).
+
+use super::Scenario;
+use crate::kernels::KernelSpec;
+use crate::runner::Rig;
+
+/// Test modules of integration/guest/modules that only the host suite's
+/// kernel gets in CI (they ran on it alone before the newer suites had
+/// headers).
+const NEEDS_EXTRA_MODULES: &[&str] = &["spe-el2"];
+
+/// What needs a test module or a guest driver (guest-driver/pmu_snapshot:
+/// [`crate::snapshot::NEEDS_MODULE`]).
+fn needs_extra_modules(s: &Scenario) -> bool {
+    NEEDS_EXTRA_MODULES.contains(&s.name) || crate::snapshot::NEEDS_MODULE.contains(&s.name)
+}
+
+/// The paravirtual scenarios the newest kernel runs in `cargo xtask test`
+/// (the oldest runs them all, the middle one `virtio-spe-perf`): the rest
+/// run by hand (`cargo xtask test --kernel 7.3 NAME...`), so CI stays
+/// inside its time.
+const PARAVIRT_ON_NEWEST: &[&str] = &[
+    "virtio-spe-perf",
+    "virtio-spe-rmmod",
+    "virtio-fault-data-loss",
+    "virtio-fault-buffer-full",
+    "virtio-spe-restart",
+];
+
+/// What the middle kernel of the matrix (6.12) runs in `cargo xtask test`:
+/// a sample, so CI stays well inside its time on 2 cores. The oldest kernel
+/// runs everything, the newest every SPE scenario.
+const ON_MIDDLE_KERNELS: &[&str] = &[
+    "boot",
+    "perf",
+    "spe-probe",
+    "spe-probe-vhe",
+    "spe-perf",
+    "spe-buffer-full",
+    "spe-profile",
+    "fault-data-loss",
+    "fault-stage1-translation",
+    "spe-attributes",
+    "spe-no-room",
+    "virtio-spe-perf",
+];
+
+/// Whether `s` can run on `rig`'s kernel at all: the paravirtual ones and
+/// the test modules need modules built against its headers.
+pub fn can_run(s: &Scenario, rig: &Rig) -> bool {
+    rig.has_extra_modules || !(needs_extra_modules(s) || s.is_paravirt())
+}
+
+/// The two sets of runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Set {
+    /// `cargo xtask test`, which CI runs.
+    Ci,
+    /// Added by `cargo xtask test --full`: run by hand before an issue
+    /// is resolved (integration/README.md records the results).
+    ByHand,
+}
+
+/// Which set runs `s` on kernel `k`, if either does.
+pub fn selection(s: &Scenario, k: &KernelSpec) -> Option<Set> {
+    if !in_matrix(s, k) {
+        None
+    } else if by_hand(s, k) {
+        Some(Set::ByHand)
+    } else {
+        Some(Set::Ci)
+    }
+}
+
+/// Every scenario on the oldest kernel, a sample on the middle one, and
+/// every SPE scenario on the newest.
+fn in_matrix(s: &Scenario, k: &KernelSpec) -> bool {
+    if !k.private_apt {
+        return true;
+    }
+    if needs_extra_modules(s) {
+        return false;
+    }
+    if k == KernelSpec::newest() {
+        if s.is_paravirt() {
+            return PARAVIRT_ON_NEWEST.contains(&s.name);
+        }
+        return s.spe.is_some() || ["boot", "perf"].contains(&s.name);
+    }
+    ON_MIDDLE_KERNELS.contains(&s.name)
+}
+
+/// The paravirtual copies of catalogue faults on the oldest kernel
+/// ([`crate::faults::VIRTIO_OF_CASES`]): the driver's reactions they
+/// check are those the full-emulation runs of the same faults check in
+/// CI, so they wait for `--full` and keep CI inside its hour.
+fn by_hand(s: &Scenario, k: &KernelSpec) -> bool {
+    !k.private_apt && crate::faults::is_virtio_copy(s.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::MATRIX;
+
+    #[test]
+    fn by_hand_are_the_six_paravirtual_copies_on_the_oldest_kernel() {
+        let all = super::super::all();
+        let by_hand: Vec<(&str, &str)> = MATRIX
+            .iter()
+            .flat_map(|k| all.iter().map(move |s| (s, k)))
+            .filter(|(s, k)| selection(s, k) == Some(Set::ByHand))
+            .map(|(s, k)| (s.name, k.name))
+            .collect();
+        assert_eq!(by_hand.len(), 6, "{by_hand:?}");
+        assert!(by_hand
+            .iter()
+            .all(|(n, k)| *k == "6.1" && n.starts_with("virtio-fault-")));
+        // The live ones stay in CI.
+        let live = all
+            .iter()
+            .find(|s| s.name == "virtio-fault-data-loss")
+            .unwrap();
+        assert_eq!(selection(live, &MATRIX[0]), Some(Set::Ci));
+    }
+}
