@@ -172,4 +172,23 @@ mod tests {
         assert!(no_room_reaction(&fixed, 0).is_err());
         assert!(no_room_reaction(LOG, 1).is_err());
     }
+
+    #[test]
+    fn no_room_holds_each_kernel_to_its_reaction_and_the_buffer_full() {
+        let stop = "[t DEBUG vhost_device_spe::qemu] vCPU 1 MSR PMSCR_EL1 0x0 -> Ok(0)\n";
+        let run = |kernel: &str, log: &str, head: &str| RunOutput {
+            backend_log: log.into(),
+            ..RunOutput::from_line(&format!(
+                "kernel={kernel} workload_rc=0 no_room_aux_head={head} kernel_warnings=0"
+            ))
+        };
+        let fixed = format!("{LOG}{stop}");
+        assert_eq!(
+            check_no_room(&run("7.3.4+deb13-arm64", &fixed, "16383")),
+            Ok(())
+        );
+        assert!(check_no_room(&run("6.1.0-56-arm64", &fixed, "16447")).is_err());
+        assert!(check_no_room(&run("7.3.4+deb13-arm64", &fixed, "8192")).is_err());
+        assert!(check_no_room(&run("5.10.0-1-arm64", &fixed, "16383")).is_err());
+    }
 }

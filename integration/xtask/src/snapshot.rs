@@ -87,11 +87,8 @@ pub fn check_pmu_snapshot(out: &RunOutput) -> Result<(), String> {
 
     // (a)
     let (before, svr, after) = (j.num("a_before"), j.num("a_svr"), j.num("a_after"));
-    j.require(
-        "a_rc",
-        |n| n == 0,
-        |_| "(a) the write to capture failed".into(),
-    );
+    // The write to capture worked.
+    j.zero(&["a_rc"]);
     let (a_seq, a_source, a_nc) = capture(&j, "a_");
     let want = load_seq.map(|s| s + 1);
     j.check(a_seq == want && a_source == "guest" && a_nc == Some(0), || {
@@ -170,11 +167,7 @@ pub fn check_pmu_snapshot(out: &RunOutput) -> Result<(), String> {
     j.check(rmmod == Some(0) && dir == Some("absent"), || {
         format!("rmmod rc {rmmod:?}, cpu0/pmu_snapshot {dir:?} after it")
     });
-    j.require(
-        "kernel_warnings",
-        |n| n == 0,
-        |_| "the guest kernel warned".into(),
-    );
+    j.zero(&["kernel_warnings"]);
     j.finish()
 }
 

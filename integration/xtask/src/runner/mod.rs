@@ -34,22 +34,17 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-/// What to boot.
+/// What to boot: a [`Scenario`]'s guest, or a guest script of a command
+/// (`run`, `demo`, the bench) with the same settings.
 #[derive(Clone, Debug)]
 pub struct GuestRun {
-    /// Passed to the guest as `spe.scenario=`; names integration/guest/scenarios/<name>.sh.
+    /// The guest script (`spe.scenario=`, [`Scenario::guest`]).
     pub scenario: String,
-    /// Directory name for this run's logs (a scenario may be booted by
-    /// several tests).
+    /// The folder of this run's logs ([`Scenario::name`]).
     pub run_name: String,
-    /// Attach the backend through vhost-user-device-pci.
     pub backend: bool,
     pub timeout: Duration,
-    /// Fault injection for testing the runner itself: SIGKILL the backend
-    /// once the console shows this text, as a backend crash would look.
     pub kill_backend_when: Option<&'static str>,
-    /// Full emulation: the backend serves the patched QEMU's SPE control
-    /// channel (`--qemu-socket`) instead of a vhost-user device.
     pub spe: Option<SpeRun>,
 }
 
@@ -237,30 +232,31 @@ impl<'a> Run<'a> {
     /// Boots the guest and waits for the run to end; for a controlled run,
     /// with what the backend's control socket said.
     fn boot(&self, backend: Option<&mut ChildGuard>) -> Result<(Ending, Control)> {
-        let watch = match self.spec.controlled() {
-            true => match FaultWatch::start(&self.ctl_socket()) {
-                Ok(w) => Some(w),
-                Err(e) => {
-                    let why = format!("the backend's control socket: {e:#}");
-                    return Ok((Ending::BackendDied(why), Control::default()));
-                }
-            },
-            false => None,
+        let controlled = self.spec.controlled();
+        let watch = match controlled
+            .then(|| FaultWatch::start(&self.ctl_socket()))
+            .transpose()
+        {
+            Ok(w) => w,
+            Err(e) => {
+                let why = format!("the backend's control socket: {e:#}");
+                return Ok((Ending::BackendDied(why), Control::default()));
+            }
         };
         let mut qemu = self.start_qemu()?;
         if self.rig.pin_vcpu0 {
             pin::pin_vcpu0(qemu.pid(), backend.as_ref().map(|b| b.pid()))?;
         }
-        let mut qmp = match self.spec.controlled() {
-            true => match Qmp::connect(&command::qmp_socket(&self.socket), &mut qemu) {
-                Ok(q) => Some(q),
-                Err(e) => {
-                    qemu.kill();
-                    let why = format!("{e:#}");
-                    return Ok((Ending::QemuStuck(why), Control::default()));
-                }
-            },
-            false => None,
+        let qmp_socket = command::qmp_socket(&self.socket);
+        let mut qmp = match controlled
+            .then(|| Qmp::connect(&qmp_socket, &mut qemu))
+            .transpose()
+        {
+            Ok(q) => q,
+            Err(e) => {
+                qemu.kill();
+                return Ok((Ending::QmpFailed(format!("{e:#}")), Control::default()));
+            }
         };
         let (ending, spu) = self.wait(&mut qemu, backend, qmp.as_mut())?;
         let faults = watch.map(FaultWatch::finish).unwrap_or_default();

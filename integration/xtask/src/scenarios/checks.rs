@@ -25,11 +25,7 @@ const PERF_TYPE_MAX: u64 = 6;
 pub fn check_boot(out: &RunOutput) -> Result<(), String> {
     let j = Judge::new(out);
     j.is("cpus", &VCPUS.to_string());
-    j.require(
-        "pci_devices",
-        |n| n > 0,
-        |n| format!("pci_devices={n}: no PCI device"),
-    );
+    j.positive(&["pci_devices"]);
     j.is("spe_pmu", "arm_spe_0");
     j.require(
         "spe_pmu_type",
@@ -138,12 +134,8 @@ fn probed(j: &Judge) {
 pub fn check_launcher(out: &RunOutput) -> Result<(), String> {
     let j = Judge::new(out);
     probed(&j);
-    j.require("launcher_records", |n| n > 0, |n| format!("{n} records"));
-    j.require(
-        "launcher_bad",
-        |n| n == 0,
-        |n| format!("decoder errors: {n}"),
-    );
+    j.positive(&["launcher_records"]);
+    j.zero(&["launcher_bad"]);
     j.finish()
 }
 
@@ -159,15 +151,17 @@ pub fn check_spe_el2(out: &RunOutput) -> Result<(), String> {
     j.finish()
 }
 
+/// The records perf decoded in the guest, without decoder errors, and
+/// those the backend wrote: (guest, backend).
+fn decoded(j: &Judge) -> Option<(u64, u64)> {
+    j.zero(&["spe_bad_packets"]);
+    Some((j.num("spe_records")?, j.stat("records")?))
+}
+
 /// perf decoded every record the backend wrote, without decoder errors.
 pub fn check_spe_perf(out: &RunOutput) -> Result<(), String> {
     let j = Judge::new(out);
-    j.require(
-        "spe_bad_packets",
-        |n| n == 0,
-        |_| "perf's decoder reported errors".into(),
-    );
-    if let (Some(guest), Some(backend)) = (j.num("spe_records"), j.stat("records")) {
+    if let Some((guest, backend)) = decoded(&j) {
         j.check(guest > 0 && guest == backend, || {
             format!("perf decoded {guest} records, the backend wrote {backend}")
         });
@@ -179,18 +173,13 @@ pub fn check_spe_perf(out: &RunOutput) -> Result<(), String> {
 /// collecting.
 pub fn check_spe_buffer_full(out: &RunOutput) -> Result<(), String> {
     let j = Judge::new(out);
-    j.require(
-        "spe_bad_packets",
-        |n| n == 0,
-        |_| "perf's decoder reported errors".into(),
-    );
     let irqs = (j.num("spe_irqs_before"), j.num("spe_irqs_after"));
     if let ((Some(before), Some(after)), Some(events)) = (irqs, j.stat("management_events")) {
         j.check(after >= before + 2 && events >= 2, || {
             format!("PMBIRQ count {before} -> {after}, backend management events {events}")
         });
     }
-    if let (Some(guest), Some(backend)) = (j.num("spe_records"), j.stat("records")) {
+    if let Some((guest, backend)) = decoded(&j) {
         j.check(guest > 0 && guest <= backend, || {
             format!("perf decoded {guest} records, the backend wrote {backend}")
         });
@@ -204,11 +193,7 @@ pub fn check_spe_snapshot(out: &RunOutput) -> Result<(), String> {
     j.check(j.text("snapshot_workload_started") == Some("yes"), || {
         "perf never started dd".into()
     });
-    j.require(
-        "snapshot_samples",
-        |n| n > 0,
-        |_| "the snapshot holds no samples of dd".into(),
-    );
+    j.positive(&["snapshot_samples"]);
     j.finish()
 }
 
@@ -276,10 +261,8 @@ pub fn check_stall(out: &RunOutput) -> Result<(), String> {
 /// Each of `keys` a positive count, and no decoder errors (`bad`): the
 /// recordings around a backend incident decode.
 fn recorded_on(j: &Judge, keys: &[&str]) {
-    for key in keys {
-        j.require(key, |n| n > 0, |n| format!("{key} {n}"));
-    }
-    j.require("bad", |n| n == 0, |n| format!("decoder errors: {n}"));
+    j.positive(keys);
+    j.zero(&["bad"]);
 }
 
 /// The backend was killed and started again; QEMU said so once and
