@@ -15,6 +15,7 @@ use spe_protocol::channel::{
 };
 use spe_protocol::regs::SysReg;
 
+use super::conn::Conn;
 use super::error::{ConnError, ProtocolError};
 use super::event_handler::{stop_hello_deadline, unwatch_ring, watch_ring, TIMER};
 use super::memory::map_memory;
@@ -34,9 +35,13 @@ impl Server {
         res
     }
 
+    /// The connection a request came on.
+    fn conn(&mut self) -> &mut Conn {
+        self.conn.as_mut().expect("CONN events need a connection")
+    }
+
     fn dispatch(&mut self, ops: &mut EventOps, buf: &mut [u8]) -> Result<(), ConnError> {
-        let conn = self.conn.as_mut().expect("CONN events need a connection");
-        let req = conn.read_request(buf)?;
+        let req = self.conn().read_request(buf)?;
         let (h, kind, payload, vcpu) = (req.header, req.kind, req.payload, req.header.vcpu);
         match kind {
             MsgType::Hello => self.on_hello(ops, &h, payload),
@@ -70,6 +75,7 @@ impl Server {
         h: &Header,
         payload: &[u8],
     ) -> Result<(), ConnError> {
+        // Not self.conn(): the other fields are borrowed beside it.
         let conn = self.conn.as_mut().expect("CONN events need a connection");
         if conn.vm.is_some() {
             return Err(ProtocolError::SecondHello.into());
@@ -105,7 +111,7 @@ impl Server {
 
     /// SYSREG: one access to one vCPU's SPU, answered with its outcome.
     fn on_sysreg(&mut self, h: &Header, payload: &[u8]) -> Result<(), ConnError> {
-        let conn = self.conn.as_mut().expect("CONN events need a connection");
+        let conn = self.conn();
         let Some(vm) = conn.vm.as_mut() else {
             return Err(ProtocolError::BeforeHello(MsgType::Sysreg).into());
         };
@@ -132,7 +138,7 @@ impl Server {
         kind: MsgType,
         serve: impl FnOnce(&mut Vm) -> Result<u32, ConnError>,
     ) -> Result<(), ConnError> {
-        let conn = self.conn.as_mut().expect("CONN events need a connection");
+        let conn = self.conn();
         let Some(vm) = conn.vm.as_mut() else {
             return Err(ProtocolError::BeforeHello(kind).into());
         };

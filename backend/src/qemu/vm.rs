@@ -32,9 +32,9 @@ use crate::synthetic::Synthetic;
 const DRAIN_PERIOD: Duration = Duration::from_millis(1);
 
 /// The state of one connected VM, created by HELLO.
-pub(crate) struct Vm {
-    pub(crate) spus: Vec<Spu>,
-    pub(crate) mem: Mem,
+pub(super) struct Vm {
+    pub(super) spus: Vec<Spu>,
+    pub(super) mem: Mem,
     pub(super) ring: Option<Ring>,
     pub(super) synthetic: Option<Synthetic>,
     /// Malformed ring slots seen (logged, skipped).
