@@ -173,10 +173,10 @@ pub fn translation_walk(data: &[u8]) {
 /// The in-process channel server a session target talks to, started on
 /// first use.
 fn server(
-    cell: &'static OnceLock<qemu::Handle>,
+    cell: &'static OnceLock<qemu::ServerHandle>,
     name: &str,
-    cfg: qemu::Config,
-) -> &'static qemu::Handle {
+    cfg: qemu::ServerConfig,
+) -> &'static qemu::ServerHandle {
     cell.get_or_init(|| {
         // libFuzzer's main is not Rust's: writes to a socket the server
         // closed must fail with EPIPE, not kill the process.
@@ -192,8 +192,12 @@ fn server(
 /// HELLO when its first byte is odd). The daemon must survive and serve
 /// the next connection.
 pub fn channel_session(data: &[u8]) {
-    static SERVER: OnceLock<qemu::Handle> = OnceLock::new();
-    let h = server(&SERVER, "session", qemu::Config::new(Features::default()));
+    static SERVER: OnceLock<qemu::ServerHandle> = OnceLock::new();
+    let h = server(
+        &SERVER,
+        "session",
+        qemu::ServerConfig::new(Features::default()),
+    );
     let Ok(mut c) = qemu::client::Client::connect(h.path()) else {
         panic!("server stopped accepting");
     };
@@ -230,8 +234,8 @@ pub fn channel_session(data: &[u8]) {
 /// byte sends the rest as RESTORE's raw payload instead. The daemon must
 /// answer or drop the connection, and serve the next one.
 pub fn channel_restore(data: &[u8]) {
-    static SERVER: OnceLock<qemu::Handle> = OnceLock::new();
-    let mut cfg = qemu::Config::new(Features::default());
+    static SERVER: OnceLock<qemu::ServerHandle> = OnceLock::new();
+    let mut cfg = qemu::ServerConfig::new(Features::default());
     // A small ring: one is created per input.
     cfg.ring_slots = 16;
     let h = server(&SERVER, "restore", cfg);

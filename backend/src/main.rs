@@ -300,7 +300,7 @@ fn run_server(args: ServeArgs) -> ExitCode {
     // when the handle drops.
     let channel = match &args.qemu_socket {
         Some(path) => {
-            let mut config = qemu::Config::new(features.clone());
+            let mut config = qemu::ServerConfig::new(features.clone());
             config.synthetic_rate = args.synthetic;
             config.control = hub.clone();
             config.choices = choices;

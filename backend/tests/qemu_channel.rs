@@ -19,7 +19,7 @@ use spe_protocol::channel::{
 use spe_protocol::op::{OpClass, SampledOp};
 use spe_protocol::packet::{self, events, AddressIndex, Packet};
 use spe_protocol::regs::*;
-use vhost_device_spe::qemu::{self, client::Client, Config};
+use vhost_device_spe::qemu::{self, client::Client, ServerConfig};
 use vhost_device_spe::ring::{memfd, Producer};
 use vhost_device_spe::shm::sealed_memfd;
 use vhost_device_spe::spu::tables::{tcr_el1, TableBuilder, PAGE_RW};
@@ -156,8 +156,8 @@ impl QemuRing {
     }
 }
 
-fn server(name: &str, features: Features) -> qemu::Handle {
-    qemu::spawn(&sock_path(name), Config::new(features)).unwrap()
+fn server(name: &str, features: Features) -> qemu::ServerHandle {
+    qemu::spawn(&sock_path(name), ServerConfig::new(features)).unwrap()
 }
 
 /// HELLO, SET_MEM_TABLE and SET_RING, as QEMU does at machine start.
@@ -988,7 +988,7 @@ fn a_silent_client_does_not_block_the_next_vm() {
 
 #[test]
 fn deterministic_backend_writes_and_raises_pmbirq_only_when_asked() {
-    let mut cfg = Config::new(Features::default());
+    let mut cfg = ServerConfig::new(Features::default());
     cfg.deterministic = true;
     let h = qemu::spawn(&sock_path("determ"), cfg).unwrap();
     let guest = Guest::new();

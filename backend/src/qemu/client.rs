@@ -76,7 +76,7 @@ impl Client {
         msg.extend_from_slice(payload);
         self.send_raw(&msg, fds)?;
         // Poll before the blocking read, as QEMU's vCPUs do.
-        super::input_within(&self.stream, REPLY_SPIN);
+        super::conn::input_within(&self.stream, REPLY_SPIN);
         // Replies have a fixed size per type and arrive in one write, so
         // one read usually gets all of it (this is the latency path).
         let want = match t {
