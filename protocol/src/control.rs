@@ -374,7 +374,8 @@ pub struct SpuRegisters {
     pub pmecr_el1: Hex,
 }
 
-/// Counts of what an SPU did since it was made or `reset-stats`.
+/// Counts of what an SPU did since it was made or `reset-stats`: the
+/// model's own, for logs, tests and the daemon's stats too.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stats {
     /// Operations selected by the interval counter.

@@ -30,7 +30,7 @@ use spe_protocol::control::{
     Empty, ErrorBody, ErrorClass, Event, EventLine, FaultDeliveredData, FaultKind, FaultList,
     Greeting, Hex, NoArgs, PmbirqData, Profiling, ProfilingByEl, Reply, Request, Scenario,
     ServerLine, SetChoiceArgs, SnapshotList, SnapshotOutcome, SnapshotResult, SpuInfo, SpuList,
-    SpuRegisters, Stats, Timestamp, Trigger, VcpuArgs, VcpuSel, VersionInfo,
+    SpuRegisters, Timestamp, Trigger, VcpuArgs, VcpuSel, VersionInfo,
 };
 use spe_protocol::regs::{pmbsr_bsc, pmbsr_ec, El, PMBSR};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
@@ -578,7 +578,6 @@ fn line(r: Result<Value, ErrorBody>, id: Option<Value>) -> ServerLine {
 /// `query-spu`'s answer for one vCPU.
 fn spu_info(v: usize, spu: &Spu) -> SpuInfo {
     let r = spu.regs();
-    let s = spu.stats();
     let why = |el| Profiling::from_why(spu.why_profiling_disabled(el));
     SpuInfo {
         vcpu: v as u32,
@@ -610,15 +609,7 @@ fn spu_info(v: usize, spu: &Spu) -> SpuInfo {
             pmsscr_el1: Hex(r.pmsscr),
             pmecr_el1: Hex(r.pmecr),
         },
-        stats: Stats {
-            samples: s.samples,
-            counted: s.counted,
-            filtered: s.filtered,
-            records: s.records,
-            bytes: s.bytes,
-            discarded: s.discarded,
-            management_events: s.management_events,
-        },
+        stats: spu.stats(),
         armed_faults: spu.armed_faults().iter().map(|f| f.id).collect(),
     }
 }
