@@ -302,25 +302,10 @@ pub struct SpuRegs {
     pub pmicntsvr: u64,
 }
 
-/// Counts of what the SPU did, for logs, tests and the daemon's stats.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SpuStats {
-    /// Operations selected by the interval counter.
-    pub samples: u64,
-    /// Operations a front end counted itself and handed back
-    /// ([`Spu::skip_operations`]).
-    pub counted: u64,
-    /// Records rejected by the filters.
-    pub filtered: u64,
-    /// Records written to the Profiling Buffer.
-    pub records: u64,
-    /// Record bytes written.
-    pub bytes: u64,
-    /// Records dropped in Discard mode.
-    pub discarded: u64,
-    /// Buffer management events raised.
-    pub management_events: u64,
-}
+/// Counts of what the SPU did ([`Spu::skip_operations`] adds to
+/// `counted`): the control socket's type, so `query-spu` shows them as
+/// they are.
+pub use spe_protocol::control::Stats as SpuStats;
 
 /// What happened to one operation passed to [`Spu::operation`] or
 /// [`Spu::sample`].

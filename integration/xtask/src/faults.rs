@@ -19,6 +19,7 @@
 
 use crate::runner::{RunOutput, SpeRun};
 use crate::scenarios::{backend_stat, verdict, Expect, Scenario};
+use spe_protocol::control::ArmedFault;
 use std::time::Duration;
 
 /// How the guest must react.
@@ -372,13 +373,23 @@ pub fn judge(case: &Case, out: &RunOutput) -> Result<(), String> {
     }
 }
 
+/// Whether `ctl arm`'s log (the runner's `ctl.log`: the command line, the
+/// reply, the exit status) shows the fault armed on the running VM, not
+/// left pending for the next one.
+fn armed_on_the_vm(ctl_log: &str) -> bool {
+    let reply = ctl_log
+        .lines()
+        .find_map(|l| serde_json::from_str::<ArmedFault>(l).ok());
+    matches!(reply, Some(ArmedFault { pending: false, .. })) && ctl_log.contains("exit status: 0")
+}
+
 /// Whether the guest's reaction (the results of `spe-fault.sh`) and the
 /// backend's log are `r`'s.
 pub fn check(r: &Reaction, out: &RunOutput) -> Result<(), String> {
     let mut errs = Vec::new();
     // A live `ctl` command must have armed the fault on the running VM.
     if let Ok(ctl) = std::fs::read_to_string(out.dir.join("ctl.log")) {
-        if !ctl.contains(r#""pending":false"#) || !ctl.contains("exit status: 0") {
+        if !armed_on_the_vm(&ctl) {
             errs.push(format!("ctl did not arm the fault on the VM: {ctl:?}"));
         }
     }
@@ -566,6 +577,30 @@ mod tests {
             assert!(check(&NONE, &run(&with(bad), LOG)).is_err(), "{bad}");
         }
         assert!(check(&NONE, &run(&with(""), "stats total: records=5")).is_err());
+    }
+
+    #[test]
+    fn a_live_ctl_must_arm_on_the_vm() {
+        let log = |reply: &str, status: &str| {
+            format!("$ ctl arm external-abort --after-records 300\n{reply}\n{status}\n")
+        };
+        assert!(armed_on_the_vm(&log(
+            r#"{"id":1,"pending":false}"#,
+            "exit status: 0"
+        )));
+        // Pending for the next VM, refused, or not the reply at all.
+        assert!(!armed_on_the_vm(&log(
+            r#"{"id":1,"pending":true}"#,
+            "exit status: 0"
+        )));
+        assert!(!armed_on_the_vm(&log(
+            "error: NoVm: no VM is connected",
+            "exit status: 1"
+        )));
+        assert!(!armed_on_the_vm(&log(
+            r#"{"ids":[1],"pending":false}"#,
+            "exit status: 0"
+        )));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use crate::runner::{RunOutput, SpeRun};
 use crate::scenarios::{num, verdict, Expect, Scenario};
+use spe_protocol::control::{SnapshotList, SnapshotOutcome};
 use std::time::Duration;
 
 /// What pmu-snapshot.sh prints once the host may request a capture: the
@@ -170,7 +171,15 @@ pub fn check_pmu_snapshot(out: &RunOutput) -> Result<(), String> {
         ));
     }
     let ctl = std::fs::read_to_string(out.dir.join("ctl.log")).unwrap_or_default();
-    if !ctl.contains("\"captured\"") {
+    let captured = ctl
+        .lines()
+        .find_map(|l| serde_json::from_str::<SnapshotList>(l).ok())
+        .is_some_and(|s| {
+            s.vcpus
+                .iter()
+                .any(|v| v.outcome == SnapshotOutcome::Captured)
+        });
+    if !captured {
         errs.push(format!("(b) ctl snapshot did not capture: {}", ctl.trim()));
     }
 
@@ -327,7 +336,7 @@ mod tests {
         assert!(with("hotplug", "skipped").is_err());
         assert!(with("dir_after_rmmod", "present").is_err());
         assert!(with("kernel_warnings", "1").is_err());
-        let bad = ctl_dir(r#"{"vcpus":[{"vcpu":0,"outcome":"disabled"}]}    "#);
+        let bad = ctl_dir(r#"{"vcpus":[{"vcpu":0,"outcome":"disabled","pmsscr":"0x0"}]}    "#);
         assert!(check_pmu_snapshot(&out(GOOD, bad.clone()))
             .unwrap_err()
             .contains("did not capture"));
