@@ -46,8 +46,13 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Print the packets of an SPE buffer in `perf report -D` style.
+    ///
+    /// A --record file (vcpu<N>.rec) is recognised by its magic and its
+    /// records decoded as the guest's buffer held them, after a `#` line
+    /// naming it; a --record directory, each vCPU's file in turn.
     Decode {
-        /// File holding raw SPE records, or `-` for stdin.
+        /// File holding raw SPE records (e.g. an `export`ed vcpu<N>.spe),
+        /// a --record file or directory, or `-` for stdin.
         input: String,
     },
     /// Talk to a running backend's --control-socket.
@@ -56,6 +61,23 @@ enum Command {
     /// hottest symbols per exception level (kernel PCs named from the
     /// guest kernel's System.map), data addresses and latencies.
     Report(ReportArgs),
+    /// Write what --record DIR kept as raw SPE data, one vcpu<N>.spe per
+    /// vCPU.
+    ///
+    /// Each file holds that vCPU's records alone, in order, as the guest's
+    /// buffer held them (no framing), for tools that read raw SPE buffers
+    /// (Arm's spe-parser, `decode`). Prints each file written.
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+struct ExportArgs {
+    /// The --record directory.
+    dir: PathBuf,
+    /// Where to write the vcpu<N>.spe files (created if missing; default:
+    /// DIR).
+    #[arg(long, short, value_name = "OUT")]
+    output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -285,6 +307,28 @@ fn main() -> ExitCode {
         Some(Command::Decode { input }) => decode(&input),
         Some(Command::Ctl(args)) => ctl::run(args),
         Some(Command::Report(args)) => report(args),
+        Some(Command::Export(args)) => export(args),
+    }
+}
+
+fn export(args: ExportArgs) -> ExitCode {
+    let out = args.output.as_deref().unwrap_or(&args.dir);
+    match vhost_device_spe::record::export(&args.dir, out) {
+        Ok(files) => {
+            for f in files {
+                println!(
+                    "{}: {} record(s), {} bytes",
+                    f.path.display(),
+                    f.records,
+                    f.bytes
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
