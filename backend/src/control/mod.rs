@@ -530,11 +530,11 @@ impl Hub {
     fn set_choice(&self, a: SetChoiceArgs, spus: Option<&mut [Spu]>) -> Result<Empty, ErrorBody> {
         let mut next = lock(&self.choices);
         next.set(&a.name, &a.value)
-            .map_err(|e| err(ErrorClass::InvalidParameter, e))?;
+            .map_err(|e| err(ErrorClass::InvalidParameter, e.to_string()))?;
         for spu in spus.into_iter().flatten() {
             let mut c = spu.choices();
             c.set(&a.name, &a.value)
-                .map_err(|e| err(ErrorClass::InvalidParameter, e))?;
+                .map_err(|e| err(ErrorClass::InvalidParameter, e.to_string()))?;
             spu.set_choices(c);
         }
         info!("choice {}={}", a.name, a.value);

@@ -26,13 +26,13 @@ fn bad(e: impl std::fmt::Display) -> io::Error {
 
 /// One connection to the backend, speaking as QEMU.
 #[derive(Debug)]
-pub struct Client {
+pub struct ChannelClient {
     stream: UnixStream,
 }
 
-impl Client {
-    pub fn connect(path: &Path) -> io::Result<Client> {
-        Ok(Client {
+impl ChannelClient {
+    pub fn connect(path: &Path) -> io::Result<ChannelClient> {
+        Ok(ChannelClient {
             stream: UnixStream::connect(path)?,
         })
     }

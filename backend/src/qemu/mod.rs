@@ -199,7 +199,7 @@ mod tests {
             std::env::temp_dir().join(format!("spe-qemu-shutdown-{}.sock", std::process::id()));
         let h = spawn(&path, ServerConfig::new(Features::default())).unwrap();
         assert!(h.is_running());
-        let mut c = client::Client::connect(&path).unwrap();
+        let mut c = client::ChannelClient::connect(&path).unwrap();
         assert_eq!(c.hello(1).unwrap().status, channel::Status::OK);
         h.shutdown();
         // Gone once shutdown returns, not eventually.

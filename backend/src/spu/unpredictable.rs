@@ -113,13 +113,6 @@ pub enum ChoiceError {
     },
 }
 
-/// The control socket's error bodies carry the message.
-impl From<ChoiceError> for String {
-    fn from(e: ChoiceError) -> String {
-        e.to_string()
-    }
-}
-
 impl Choices {
     /// Sets choice `name` to `value` (the names of [`Choices::list`]).
     pub fn set(&mut self, name: &str, value: &str) -> Result<(), ChoiceError> {
