@@ -23,7 +23,7 @@ use criterion::{criterion_group, Criterion, Throughput};
 use spe_protocol::channel::{ring::Layout, MemRegion, Status};
 use spe_protocol::op::SampledOp;
 use spe_protocol::regs::*;
-use vhost_device_spe::qemu::{self, client::Client, Config};
+use vhost_device_spe::qemu::{self, client::ChannelClient, ServerConfig};
 use vhost_device_spe::ring::Producer;
 use vhost_device_spe::spu::tables::{tcr_el1, TableBuilder, PAGE_RW};
 use vhost_device_spe::spu::translate::Granule;
@@ -38,8 +38,8 @@ const BUF_PAGES: u64 = 256; // a 1 MiB AUX buffer
 const BATCH: usize = 256;
 
 struct Rig {
-    _server: qemu::Handle,
-    client: Client,
+    _server: qemu::ServerHandle,
+    client: ChannelClient,
     producer: Producer,
     doorbell: EventFd,
     _ring: (File, EventFd),
@@ -52,7 +52,7 @@ impl Rig {
     fn new(name: &str) -> Rig {
         let path: PathBuf =
             std::env::temp_dir().join(format!("spe-bench-{}-{name}.sock", std::process::id()));
-        let server = qemu::spawn(&path, Config::new(Features::default())).unwrap();
+        let server = qemu::spawn(&path, ServerConfig::new(Features::default())).unwrap();
         let ram = vhost_device_spe::shm::sealed_memfd("ram", RAM_SIZE).unwrap();
         let mem = GuestMemoryMmap::<()>::from_ranges_with_files([(
             GuestAddress(RAM_GPA),
@@ -66,7 +66,7 @@ impl Rig {
             let pa = RAM_GPA + 0x40_0000 + ((i * 37) % BUF_PAGES) * 4096;
             tb.map(&mem, BUF_VA + i * 4096, pa, PAGE_RW).unwrap();
         }
-        let mut client = Client::connect(&path).unwrap();
+        let mut client = ChannelClient::connect(&path).unwrap();
         let hello = client.hello(1).unwrap();
         assert_eq!(hello.status, Status::OK);
         let st = client

@@ -1,15 +1,20 @@
 //! `vhost-device-spe ctl`: a client of the backend's control socket for
-//! shell scripts and people. The arguments become the protocol's JSON and
-//! the server validates them, so there is one validator.
+//! shell scripts and people. The arguments become the protocol's typed
+//! [`Command`]s, read by the same code as the server reads them with, so
+//! there is one validator; the server checks the rest (vCPUs, the CPU
+//! profile).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{ArgGroup, Args, Subcommand};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
-use spe_protocol::control::{command, parse_u64, VcpuSel};
-use vhost_device_spe::control::client::Client;
+use spe_protocol::control::{
+    parse_u64, ArmFault, CancelArgs, Command, NoArgs, Request, SetChoiceArgs, VcpuArgs, VcpuSel,
+};
+use vhost_device_spe::control::client::ControlClient;
 
 /// Options of `ctl`.
 #[derive(Debug, Args)]
@@ -128,8 +133,8 @@ struct ArmArgs {
 
 impl ArmArgs {
     /// `arm-fault`'s arguments. Options that do not belong to the kind are
-    /// passed on too, for the server to refuse by name.
-    fn to_json(&self) -> Value {
+    /// passed on too, for [`ArmFault`] to refuse by name.
+    fn to_fault(&self) -> Result<ArmFault, String> {
         let mut m = Map::new();
         m.insert(
             "vcpu".into(),
@@ -178,11 +183,11 @@ impl ArmArgs {
         if let Some((k, v)) = param {
             m.insert(k.into(), json!(v));
         }
-        Value::Object(m)
+        ArmFault::try_from(Value::Object(m))
     }
 }
 
-fn print(v: &Value, one_line: bool) {
+fn print(v: &impl Serialize, one_line: bool) {
     let text = if one_line {
         serde_json::to_string(v)
     } else {
@@ -192,50 +197,73 @@ fn print(v: &Value, one_line: bool) {
 }
 
 pub fn run(args: CtlArgs) -> ExitCode {
-    let mut c = match Client::connect(&args.socket) {
-        Ok(c) => c,
+    if let CtlCommand::Events {
+        count,
+        timeout,
+        only,
+    } = &args.cmd
+    {
+        return connected(&args, |c| {
+            events(c, *count, *timeout, only.as_deref(), args.json)
+        });
+    }
+    // Checked before connecting: a typo needs no daemon to be refused.
+    match command(&args.cmd) {
+        Ok(cmd) => connected(&args, |c| call(c, &cmd, args.json)),
         Err(e) => {
-            eprintln!("error: cannot reach {}: {e}", args.socket.display());
-            return ExitCode::FAILURE;
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
         }
-    };
-    let vcpu = |v: &VcpuSel| json!({ "vcpu": serde_json::to_value(v).unwrap_or(Value::Null) });
-    let (name, arguments) = match &args.cmd {
-        CtlCommand::Query { vcpu: v } => (command::QUERY_SPU, vcpu(v)),
-        CtlCommand::Arm(a) => (command::ARM_FAULT, a.to_json()),
-        CtlCommand::Faults => (command::QUERY_FAULTS, Value::Null),
-        CtlCommand::Cancel { id } => (command::CANCEL_FAULT, json!({ "id": id })),
-        CtlCommand::Snapshot { vcpu: v } => (command::SNAPSHOT, vcpu(v)),
-        CtlCommand::ResetStats { vcpu: v } => (command::RESET_STATS, vcpu(v)),
-        CtlCommand::Version => (command::QUERY_VERSION, Value::Null),
-        CtlCommand::Choices => (command::QUERY_CHOICES, Value::Null),
-        CtlCommand::SetChoice { name, value } => {
-            (command::SET_CHOICE, json!({ "name": name, "value": value }))
-        }
-        CtlCommand::Execute { name, arguments } => {
-            let a = match arguments.as_deref().map(serde_json::from_str::<Value>) {
-                None => Value::Null,
-                Some(Ok(v)) => v,
-                Some(Err(e)) => {
-                    eprintln!("error: the arguments are not JSON: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            return call(&mut c, name, a, args.json);
-        }
-        CtlCommand::Events {
-            count,
-            timeout,
-            only,
-        } => return events(&mut c, *count, *timeout, only.as_deref(), args.json),
-    };
-    call(&mut c, name, arguments, args.json)
+    }
 }
 
-fn call(c: &mut Client, name: &str, arguments: Value, one_line: bool) -> ExitCode {
-    match c.execute(name, arguments) {
-        Ok(v) => {
-            print(&v, one_line);
+fn connected(args: &CtlArgs, f: impl FnOnce(&mut ControlClient) -> ExitCode) -> ExitCode {
+    match ControlClient::connect(&args.socket) {
+        Ok(mut c) => f(&mut c),
+        Err(e) => {
+            eprintln!("error: cannot reach {}: {e}", args.socket.display());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The command `cmd` sends.
+fn command(cmd: &CtlCommand) -> Result<Command, String> {
+    let vcpu = |&vcpu: &VcpuSel| VcpuArgs { vcpu };
+    Ok(match cmd {
+        CtlCommand::Query { vcpu: v } => Command::QuerySpu(vcpu(v)),
+        CtlCommand::Arm(a) => Command::ArmFault(a.to_fault()?),
+        CtlCommand::Faults => Command::QueryFaults(NoArgs {}),
+        CtlCommand::Cancel { id } => Command::CancelFault(CancelArgs { id: *id }),
+        CtlCommand::Snapshot { vcpu: v } => Command::Snapshot(vcpu(v)),
+        CtlCommand::ResetStats { vcpu: v } => Command::ResetStats(vcpu(v)),
+        CtlCommand::Version => Command::QueryVersion(NoArgs {}),
+        CtlCommand::Choices => Command::QueryChoices(NoArgs {}),
+        CtlCommand::SetChoice { name, value } => Command::SetChoice(SetChoiceArgs {
+            name: name.clone(),
+            value: value.clone(),
+        }),
+        CtlCommand::Execute { name, arguments } => {
+            let arguments = match arguments.as_deref().map(serde_json::from_str) {
+                None => Value::Null,
+                Some(Ok(v)) => v,
+                Some(Err(e)) => return Err(format!("the arguments are not JSON: {e}")),
+            };
+            let req = Request {
+                execute: name.clone(),
+                arguments,
+                id: None,
+            };
+            Command::from_request(&req).map_err(|e| e.to_string())?
+        }
+        CtlCommand::Events { .. } => return Err("events sends no command".into()),
+    })
+}
+
+fn call(c: &mut ControlClient, cmd: &Command, one_line: bool) -> ExitCode {
+    match c.execute(cmd) {
+        Ok(r) => {
+            print(&r, one_line);
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -246,7 +274,7 @@ fn call(c: &mut Client, name: &str, arguments: Value, one_line: bool) -> ExitCod
 }
 
 fn events(
-    c: &mut Client,
+    c: &mut ControlClient,
     count: Option<u64>,
     timeout: f64,
     only: Option<&str>,
@@ -258,7 +286,7 @@ fn events(
         let left = end.saturating_duration_since(Instant::now());
         match c.next_event(left) {
             Ok(Some(e)) => {
-                if only.is_some_and(|o| e["event"] != o) {
+                if only.is_some_and(|o| e.event != o) {
                     continue;
                 }
                 print(&e, one_line);

@@ -1,46 +1,52 @@
 //! `vhost-device-spe decode`: dump an SPE buffer in `perf report -D` style.
+//!
+//! The input is raw SPE data (a guest's buffer, a `.spe` file of
+//! `vhost-device-spe export`) or what `--record` kept: a record file,
+//! known by its magic, or the directory of them.
 
-use std::fmt;
 use std::io::{self, Read, Write};
+use std::path::Path;
 
 use spe_protocol::packet::{decode, DecodeError, Packet};
+
+use crate::record;
 
 /// Bytes shown per line before the description, as perf does.
 const RAW_COLUMN_BYTES: usize = 16;
 
 /// Why `decode` failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum DecodeFailure {
     /// The input could not be read or the output not written.
-    Io { what: String, source: io::Error },
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
     /// The stream is malformed; `packets` were printed before the bad one.
-    Malformed { error: DecodeError, packets: usize },
+    #[error("malformed SPE stream at offset {}: {}", error.offset, error.kind)]
+    Malformed {
+        #[source]
+        error: DecodeError,
+        packets: usize,
+    },
+    /// A record file whose framing is damaged.
+    #[error("{name}: {error}")]
+    Recording {
+        name: String,
+        #[source]
+        error: record::Malformed,
+    },
 }
 
-impl fmt::Display for DecodeFailure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DecodeFailure::Io { what, source } => write!(f, "{what}: {source}"),
-            DecodeFailure::Malformed { error, .. } => write!(
-                f,
-                "malformed SPE stream at offset {}: {}",
-                error.offset, error.kind
-            ),
-        }
-    }
-}
-
-impl std::error::Error for DecodeFailure {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            DecodeFailure::Io { source, .. } => Some(source),
-            DecodeFailure::Malformed { error, .. } => Some(error),
-        }
-    }
-}
-
-/// Decodes the file `input` (or stdin for `-`) to `out`; returns the packet count.
+/// Decodes `input` to `out`: a file (raw SPE data, or a record file), a
+/// `--record` directory (each vCPU's file in turn), or stdin for `-`.
+/// Returns the packet count.
 pub fn run(input: &str, out: &mut impl Write) -> Result<usize, DecodeFailure> {
+    if input != "-" && Path::new(input).is_dir() {
+        return run_dir(Path::new(input), out);
+    }
     let mut bytes = Vec::new();
     let read = if input == "-" {
         io::stdin().lock().read_to_end(&mut bytes).map(drop)
@@ -51,7 +57,52 @@ pub fn run(input: &str, out: &mut impl Write) -> Result<usize, DecodeFailure> {
         what: format!("cannot read {input}"),
         source,
     })?;
-    dump(&bytes, out)
+    if record::is_record_file(&bytes) {
+        let name = if input == "-" { "stdin" } else { input };
+        dump_record_file(name, &bytes, out)
+    } else {
+        dump(&bytes, out)
+    }
+}
+
+/// Decodes the record files of a `--record` directory, vCPU by vCPU.
+fn run_dir(dir: &Path, out: &mut impl Write) -> Result<usize, DecodeFailure> {
+    let mut packets = 0;
+    for p in record::files(dir) {
+        let bytes = std::fs::read(&p).map_err(|source| DecodeFailure::Io {
+            what: format!("cannot read {}", p.display()),
+            source,
+        })?;
+        packets += dump_record_file(&p.display().to_string(), &bytes, out)?;
+    }
+    Ok(packets)
+}
+
+/// Decodes the records of a record file (`name` is for messages) as the
+/// guest's buffer held them: the frames' bytes in order, without the
+/// framing, so offsets are those of the file `export` writes. A line
+/// starting `#` names the file first.
+pub fn dump_record_file(
+    name: &str,
+    data: &[u8],
+    out: &mut impl Write,
+) -> Result<usize, DecodeFailure> {
+    let frames = record::frames(data).map_err(|error| DecodeFailure::Recording {
+        name: name.to_string(),
+        error,
+    })?;
+    let raw: Vec<u8> = frames.iter().flat_map(|f| f.bytes).copied().collect();
+    writeln!(
+        out,
+        "# {name}: {} record(s), {} bytes of SPE data",
+        frames.len(),
+        raw.len()
+    )
+    .map_err(|source| DecodeFailure::Io {
+        what: "cannot write output".into(),
+        source,
+    })?;
+    dump(&raw, out)
 }
 
 /// Writes one line per packet (runs of padding share a line, as in perf):
@@ -118,6 +169,58 @@ fn write_line(out: &mut impl Write, offset: usize, raw: &[u8], pkt: &Packet) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decoded(run: impl FnOnce(&mut Vec<u8>) -> Result<usize, DecodeFailure>) -> String {
+        let mut out = Vec::new();
+        run(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_record_file_decodes_as_its_export() {
+        let dir = std::env::temp_dir().join(format!("spe-decode-rec-{}", std::process::id()));
+        let written = record::make_recording(&dir);
+        record::export(&dir, &dir).unwrap();
+        let mut want_all = String::new();
+        for (v, records) in written.iter().enumerate() {
+            let rec = record::path(&dir, v).display().to_string();
+            let raw = record::raw_path(&dir, v).display().to_string();
+            let bytes = records.concat();
+            let want = format!(
+                "# {rec}: {} record(s), {} bytes of SPE data\n{}",
+                records.len(),
+                bytes.len(),
+                decoded(|o| run(&raw, o))
+            );
+            // Every record's packets, each ending with its timestamp.
+            assert_eq!(
+                want.lines().filter(|l| l.contains(" TS ")).count(),
+                records.len()
+            );
+            assert_eq!(decoded(|o| run(&rec, o)), want, "vcpu{v}");
+            want_all.push_str(&want);
+        }
+        // The directory: each vCPU in turn.
+        let text = decoded(|o| run(&dir.display().to_string(), o));
+        assert_eq!(text, want_all);
+        // A damaged frame is named, not decoded.
+        let rec = record::path(&dir, 1);
+        let mut data = std::fs::read(&rec).unwrap();
+        data.pop();
+        let e = dump_record_file("vcpu1.rec", &data, &mut Vec::new()).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                DecodeFailure::Recording {
+                    error: record::Malformed::TruncatedRecord(8),
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "vcpu1.rec: truncated record at byte 8");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn dump_matches_perf_layout() {

@@ -173,10 +173,10 @@ pub fn translation_walk(data: &[u8]) {
 /// The in-process channel server a session target talks to, started on
 /// first use.
 fn server(
-    cell: &'static OnceLock<qemu::Handle>,
+    cell: &'static OnceLock<qemu::ServerHandle>,
     name: &str,
-    cfg: qemu::Config,
-) -> &'static qemu::Handle {
+    cfg: qemu::ServerConfig,
+) -> &'static qemu::ServerHandle {
     cell.get_or_init(|| {
         // libFuzzer's main is not Rust's: writes to a socket the server
         // closed must fail with EPIPE, not kill the process.
@@ -192,9 +192,13 @@ fn server(
 /// HELLO when its first byte is odd). The daemon must survive and serve
 /// the next connection.
 pub fn channel_session(data: &[u8]) {
-    static SERVER: OnceLock<qemu::Handle> = OnceLock::new();
-    let h = server(&SERVER, "session", qemu::Config::new(Features::default()));
-    let Ok(mut c) = qemu::client::Client::connect(h.path()) else {
+    static SERVER: OnceLock<qemu::ServerHandle> = OnceLock::new();
+    let h = server(
+        &SERVER,
+        "session",
+        qemu::ServerConfig::new(Features::default()),
+    );
+    let Ok(mut c) = qemu::client::ChannelClient::connect(h.path()) else {
         panic!("server stopped accepting");
     };
     if data.first().is_some_and(|b| b & 1 == 1) {
@@ -215,7 +219,7 @@ pub fn channel_session(data: &[u8]) {
         Err(e) => panic!("server did not close the connection: {e}"),
     }
     drop(c);
-    let mut next = qemu::client::Client::connect(h.path()).expect("server still accepts");
+    let mut next = qemu::client::ChannelClient::connect(h.path()).expect("server still accepts");
     assert_eq!(
         next.hello(1).expect("server still serves").status,
         Status::OK
@@ -230,13 +234,13 @@ pub fn channel_session(data: &[u8]) {
 /// byte sends the rest as RESTORE's raw payload instead. The daemon must
 /// answer or drop the connection, and serve the next one.
 pub fn channel_restore(data: &[u8]) {
-    static SERVER: OnceLock<qemu::Handle> = OnceLock::new();
-    let mut cfg = qemu::Config::new(Features::default());
+    static SERVER: OnceLock<qemu::ServerHandle> = OnceLock::new();
+    let mut cfg = qemu::ServerConfig::new(Features::default());
     // A small ring: one is created per input.
     cfg.ring_slots = 16;
     let h = server(&SERVER, "restore", cfg);
     let (&first, rest) = data.split_first().unwrap_or((&0, &[]));
-    let mut c = qemu::client::Client::connect(h.path()).expect("server accepts");
+    let mut c = qemu::client::ChannelClient::connect(h.path()).expect("server accepts");
     let hello = c.hello(2).expect("HELLO on a fresh connection");
     let layout = Layout {
         vcpus: 2,
@@ -284,7 +288,7 @@ pub fn channel_restore(data: &[u8]) {
         .and_then(|()| c.read(0, SysReg::PmbsrEl1).map(|_| ()));
     // Dropped is a defined outcome; a hang or a dead daemon is not.
     drop((served, c));
-    let mut next = qemu::client::Client::connect(h.path()).expect("server still accepts");
+    let mut next = qemu::client::ChannelClient::connect(h.path()).expect("server still accepts");
     assert_eq!(
         next.hello(1).expect("server still serves").status,
         Status::OK

@@ -11,6 +11,7 @@ pub mod control;
 pub mod decode;
 #[cfg(test)]
 mod desc_chain;
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod listen;
 pub mod qemu;

@@ -1,6 +1,7 @@
 //! `vhost-device-spe`: serves the virtio-spe device to QEMU over vhost-user
 //! and/or the SPE model to a patched QEMU over the QEMU control channel.
 
+mod config;
 mod ctl;
 
 use std::io::{self, Write};
@@ -9,13 +10,13 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use log::{error, info};
 use spe_protocol::control::Scenario;
 use vhost::vhost_user::Listener;
-use vhost_device_spe::spu::unpredictable::Choices;
-use vhost_device_spe::spu::Features;
 use vhost_device_spe::{control, qemu, vhu_spe};
+
+use config::{Config, ServeArgs};
 
 /// Arm SPE and PMU-snapshot device model for QEMU guests.
 ///
@@ -41,107 +42,17 @@ struct Cli {
     command: Option<Command>,
 }
 
-/// Options of the default (serving) mode.
-#[derive(Debug, Args)]
-#[command(group(ArgGroup::new("sockets").required(true).multiple(true)
-    .args(["socket_path", "qemu_socket"])))]
-struct ServeArgs {
-    /// Unix socket to listen on for the vhost-user front end (replaced if it
-    /// exists). One front end is served at a time; one that asks for no
-    /// features within 5 s is dropped.
-    #[arg(long, value_name = "PATH")]
-    socket_path: Option<PathBuf>,
-
-    /// Unix socket to listen on for a patched QEMU's SPE control channel
-    /// (replaced if it exists). The vCPU count comes from QEMU's HELLO. One
-    /// VM is served at a time; a connection that sends no HELLO within 5 s,
-    /// or stalls for 1 s within a message, is dropped.
-    #[arg(long, value_name = "PATH")]
-    qemu_socket: Option<PathBuf>,
-
-    /// Feed RATE synthetic sampled operations per second to each vCPU of the
-    /// VM(s) on --socket-path and --qemu-socket (an EL1 load/store/branch mix
-    /// through the guest's own interval counter and filters), to exercise
-    /// buffers and PMBIRQ without a TCG feed or a guest workload.
-    #[arg(long, value_name = "RATE",
-          value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
-    synthetic: Option<u64>,
-
-    /// Number of vCPUs, i.e. of SPUs, of the vhost-user device (the QEMU
-    /// channel takes the count from QEMU's HELLO).
-    #[arg(long, value_name = "N", default_value_t = 1,
-          value_parser = clap::value_parser!(u32).range(1..=512))]
-    vcpus: u32,
-
-    /// CPU whose ID register values (PMSIDR_EL1, PMBIDR_EL1, ID_AA64DFR0_EL1.PMSVer) the device advertises.
-    #[arg(long, value_enum, default_value_t = CpuModel::NeoverseN1)]
-    cpu: CpuModel,
-
-    /// Override the sampling interval the CPU recommends in
-    /// PMSIDR_EL1.Interval (Linux's minimum period, and perf's default):
-    /// one of 256, 512, 768, 1024, 1536, 2048, 3072, 4096 operations.
-    #[arg(long, value_name = "OPS", value_parser = parse_interval)]
-    min_interval: Option<u32>,
-
-    /// QEMU channel: write records and raise PMBIRQ only when a vCPU asks
-    /// (QEMU then hands over every 16 samples synchronously): with QEMU's
-    /// `-icount shift=N,sleep=off -seed S`, and faults triggered by records
-    /// or bytes (not by time or a live `ctl`), two runs write the same
-    /// bytes. Slower: a round trip per 16 samples.
-    #[arg(long)]
-    deterministic: bool,
-
-    /// Override PMBIDR_EL1.Align: records are written BYTES-aligned (padded
-    /// with PAD packets), so the buffer fills to exactly its limit. A power
-    /// of two up to the CPU's maximum record size (64 on these profiles).
-    #[arg(long, value_name = "BYTES")]
-    align: Option<u64>,
-
-    /// The VM's CPUs implement EL2 (QEMU `-M virt,virtualization=on`): the
-    /// model then serves PMSCR_EL2 and the EL2 access checks.
-    #[arg(long)]
-    el2: bool,
-
-    /// The VM's CPUs implement EL3 (QEMU `-M virt,secure=on`).
-    #[arg(long)]
-    el3: bool,
-
-    /// Unix socket for the host-side control interface (line-delimited
-    /// JSON, QMP-shaped): query the SPUs, arm faults, request PMU
-    /// snapshots, watch events. `vhost-device-spe ctl` is its client.
-    /// Serves the VM on --qemu-socket if given, else the vhost-user one.
-    #[arg(long, value_name = "PATH")]
-    control_socket: Option<PathBuf>,
-
-    /// Select a CONSTRAINED UNPREDICTABLE behaviour among those the Arm ARM
-    /// permits, NAME=VALUE (repeatable): overrun=buffer-full-dl|buffer-full|imp-def
-    /// (RPGGHS: a record that does not fit below the limit),
-    /// badpmsfcr=keep|reject (a filter with nothing to filter on),
-    /// operations=micro-ops|instructions (what the interval counter counts:
-    /// micro-ops vary the instructions per sample, instructions are exact).
-    #[arg(long, value_name = "NAME=VALUE")]
-    choice: Vec<String>,
-
-    /// Keep a copy of every record written into a guest's buffer, per vCPU,
-    /// in DIR/vcpu<N>.rec (the QEMU channel's VM, or without one the
-    /// vhost-user front end's; each VM truncates the files of the one
-    /// before), for `vhost-device-spe report DIR`.
-    #[arg(long, value_name = "DIR")]
-    record: Option<PathBuf>,
-
-    /// JSON file of faults to arm for every VM that connects, and a seed
-    /// for the model's random numbers: {"seed": N, "faults": [arm-fault
-    /// arguments, ...]} (see protocol/README.md).
-    #[arg(long, value_name = "FILE")]
-    scenario: Option<PathBuf>,
-}
-
 /// Modes other than serving.
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Print the packets of an SPE buffer in `perf report -D` style.
+    ///
+    /// A --record file (vcpu<N>.rec) is recognised by its magic and its
+    /// records decoded as the guest's buffer held them, after a `#` line
+    /// naming it; a --record directory, each vCPU's file in turn.
     Decode {
-        /// File holding raw SPE records, or `-` for stdin.
+        /// File holding raw SPE records (e.g. an `export`ed vcpu<N>.spe),
+        /// a --record file or directory, or `-` for stdin.
         input: String,
     },
     /// Talk to a running backend's --control-socket.
@@ -150,6 +61,23 @@ enum Command {
     /// hottest symbols per exception level (kernel PCs named from the
     /// guest kernel's System.map), data addresses and latencies.
     Report(ReportArgs),
+    /// Write what --record DIR kept as raw SPE data, one vcpu<N>.spe per
+    /// vCPU.
+    ///
+    /// Each file holds that vCPU's records alone, in order, as the guest's
+    /// buffer held them (no framing), for tools that read raw SPE buffers
+    /// (Arm's spe-parser, `decode`). Prints each file written.
+    Export(ExportArgs),
+}
+
+#[derive(Debug, Args)]
+struct ExportArgs {
+    /// The --record directory.
+    dir: PathBuf,
+    /// Where to write the vcpu<N>.spe files (created if missing; default:
+    /// DIR).
+    #[arg(long, short, value_name = "OUT")]
+    output: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -176,42 +104,6 @@ struct ReportArgs {
 
 fn parse_hex(s: &str) -> Result<u64, String> {
     u64::from_str_radix(s.trim_start_matches("0x"), 16).map_err(|e| format!("{s:?}: {e}"))
-}
-
-/// An interval PMSIDR_EL1.Interval can encode.
-fn parse_interval(s: &str) -> Result<u32, String> {
-    let valid = || {
-        Features::INTERVALS
-            .iter()
-            .map(|(_, n)| n.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match s.parse::<u32>() {
-        Ok(n) if Features::INTERVALS.iter().any(|(_, ops)| *ops == n) => Ok(n),
-        _ => Err(format!("PMSIDR_EL1.Interval encodes only {}", valid())),
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum CpuModel {
-    /// FEAT_SPEv1p1, Neoverse N1-like (PMSIDR_EL1 0x2641f)
-    NeoverseN1,
-    /// FEAT_SPEv1p1 with ERnd, Neoverse V1-like (PMSIDR_EL1 0x2643f)
-    NeoverseV1,
-    /// Everything modelled: FEAT_SPEv1p4, FnE, EFT, FDS, ERnd, nVM, EXC,
-    /// FEAT_PMUv3_SS (PMSIDR_EL1 0x40264ff)
-    Max,
-}
-
-impl CpuModel {
-    fn features(self) -> Features {
-        match self {
-            CpuModel::NeoverseN1 => Features::neoverse_n1(),
-            CpuModel::NeoverseV1 => Features::neoverse_v1(),
-            CpuModel::Max => Features::max(),
-        }
-    }
 }
 
 /// Blocks SIGINT and SIGTERM in this thread (and so in every thread it
@@ -245,116 +137,85 @@ fn wait_for_signal(set: &libc::sigset_t) -> i32 {
 static LISTENER_FAILED: AtomicBool = AtomicBool::new(false);
 
 fn run_server(args: ServeArgs) -> ExitCode {
-    let mut features = args.cpu.features();
-    if let Some(ops) = args.min_interval {
-        // parse_interval admits only intervals with an encoding.
-        features = features.clone().with_min_interval(ops).unwrap_or(features);
-    }
-    if let Some(bytes) = args.align {
-        features = match features.with_align(bytes) {
-            Ok(f) => f,
-            Err(e) => {
-                error!("--align: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-    }
-    features.have_el2 |= args.el2;
-    features.have_el3 |= args.el3;
-
-    let signals = match block_termination_signals() {
-        Ok(s) => s,
-        Err(e) => {
-            error!("cannot block SIGINT/SIGTERM: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-
-    let mut choices = Choices::default();
-    for c in &args.choice {
-        if let Err(e) = choices.set_from(c) {
-            error!("--choice: {e}");
-            return ExitCode::FAILURE;
-        }
-    }
-    let hub = match control_hub(&args, &features, choices) {
-        Ok(h) => h,
+    let config = match Config::try_from(args) {
+        Ok(c) => c,
         Err(e) => {
             error!("{e}");
             return ExitCode::FAILURE;
         }
     };
+    match serve(&config) {
+        Ok(()) if !LISTENER_FAILED.load(Ordering::SeqCst) => ExitCode::SUCCESS,
+        Ok(()) => {
+            error!("exiting: the vhost-user listener failed");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            error!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Starts what `config` asks for and serves until SIGINT or SIGTERM;
+/// an error is one of starting up.
+fn serve(config: &Config) -> Result<(), String> {
+    let signals =
+        block_termination_signals().map_err(|e| format!("cannot block SIGINT/SIGTERM: {e}"))?;
+    let hub = control_hub(config)?;
     // Before the channel, whose thread serves it, and dropped after it.
-    let _control = match (&args.control_socket, &hub) {
-        (Some(path), Some(hub)) => match control::spawn(path, hub.clone()) {
-            Ok(h) => Some(h),
-            Err(e) => {
-                error!("cannot listen on {}: {e}", path.display());
-                return ExitCode::FAILURE;
-            }
-        },
+    let _control = match (&config.control_socket, &hub) {
+        (Some(path), Some(hub)) => Some(
+            control::spawn(path, hub.clone())
+                .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?,
+        ),
         _ => None,
     };
+    let synthetic = config
+        .synthetic
+        .map(|r| format!(", synthetic {r} ops/s per vCPU"))
+        .unwrap_or_default();
 
     // The QEMU channel first: its thread owns its socket and removes it
     // when the handle drops.
-    let channel = match &args.qemu_socket {
-        Some(path) => {
-            let mut config = qemu::Config::new(features.clone());
-            config.synthetic_rate = args.synthetic;
-            config.control = hub.clone();
-            config.choices = choices;
-            config.record = args.record.clone();
-            config.deterministic = args.deterministic;
-            match qemu::spawn(path, config) {
-                Ok(h) => {
-                    info!(
-                        "QEMU control channel listening on {} (cpu {:?}{})",
-                        path.display(),
-                        args.cpu,
-                        args.synthetic
-                            .map(|r| format!(", synthetic {r} ops/s per vCPU"))
-                            .unwrap_or_default()
-                    );
-                    Some(h)
-                }
-                Err(e) => {
-                    error!("cannot listen on {}: {e}", path.display());
-                    return ExitCode::FAILURE;
-                }
-            }
+    let channel = match &config.qemu {
+        Some(q) => {
+            let mut c = qemu::ServerConfig::new(config.features.clone());
+            c.synthetic_rate = config.synthetic;
+            c.control = hub.clone();
+            c.choices = config.choices;
+            c.record = q.record.clone();
+            c.deterministic = q.deterministic;
+            let h = qemu::spawn(&q.socket, c)
+                .map_err(|e| format!("cannot listen on {}: {e}", q.socket.display()))?;
+            info!(
+                "QEMU control channel listening on {} (cpu {:?}{synthetic})",
+                q.socket.display(),
+                config.cpu,
+            );
+            Some(h)
         }
         None => None,
     };
 
-    if let Some(socket) = &args.socket_path {
-        let mut listener = match Listener::new(socket, true) {
-            Ok(l) => l,
-            Err(e) => {
-                error!("cannot listen on {}: {e}", socket.display());
-                return ExitCode::FAILURE;
-            }
-        };
+    if let Some(v) = &config.vhost_user {
+        let mut listener = Listener::new(&v.socket, true)
+            .map_err(|e| format!("cannot listen on {}: {e}", v.socket.display()))?;
         info!(
-            "vhost-device-spe listening on {} ({} vCPU(s), cpu {:?}, PMSIDR_EL1={:#x}, PMBIDR_EL1={:#x}{})",
-            socket.display(),
-            args.vcpus,
-            args.cpu,
-            features.pmsidr(),
-            features.pmbidr(),
-            args.synthetic
-                .map(|r| format!(", synthetic {r} ops/s per vCPU"))
-                .unwrap_or_default()
+            "vhost-device-spe listening on {} ({} vCPU(s), cpu {:?}, PMSIDR_EL1={:#x}, PMBIDR_EL1={:#x}{synthetic})",
+            v.socket.display(),
+            v.vcpus,
+            config.cpu,
+            config.features.pmsidr(),
+            config.features.pmbidr(),
         );
-        let vcpus = args.vcpus;
-        let synthetic = args.synthetic;
-        let features = features.clone();
-        // One front end serves the control socket: the QEMU channel when
-        // there is one.
-        let control = hub.clone().filter(|_| args.qemu_socket.is_none());
-        // So too --record: the files are per vCPU of one VM.
-        let record = args.record.clone().filter(|_| args.qemu_socket.is_none());
-        let server = std::thread::Builder::new()
+        let vcpus = v.vcpus;
+        let synthetic = config.synthetic;
+        let features = config.features.clone();
+        let choices = config.choices;
+        let control = hub.clone().filter(|_| v.control);
+        let record = v.record.clone();
+        std::thread::Builder::new()
             .name("vhu-listener".into())
             .spawn(move || {
                 let res = vhu_spe::serve(
@@ -378,11 +239,8 @@ fn run_server(args: ServeArgs) -> ExitCode {
                 // SAFETY: kill() on our own pid with a valid signal number.
                 unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
                 res
-            });
-        if let Err(e) = server {
-            error!("cannot start the listener thread: {e}");
-            return ExitCode::FAILURE;
-        }
+            })
+            .map_err(|e| format!("cannot start the listener thread: {e}"))?;
     }
 
     let sig = wait_for_signal(&signals);
@@ -391,52 +249,39 @@ fn run_server(args: ServeArgs) -> ExitCode {
     drop(channel);
     // The vhost-user thread is blocked in accept() or serving a VM; exiting
     // ends both and closes the connection. Only the socket file needs care.
-    if let Some(socket) = &args.socket_path {
-        match std::fs::remove_file(socket) {
-            Ok(()) => info!("removed {}", socket.display()),
+    if let Some(v) = &config.vhost_user {
+        match std::fs::remove_file(&v.socket) {
+            Ok(()) => info!("removed {}", v.socket.display()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => error!("cannot remove {}: {e}", socket.display()),
+            Err(e) => error!("cannot remove {}: {e}", v.socket.display()),
         }
     }
-    if LISTENER_FAILED.load(Ordering::SeqCst) {
-        error!("exiting: the vhost-user listener failed");
-        return ExitCode::FAILURE;
-    }
-    ExitCode::SUCCESS
+    Ok(())
 }
 
 /// The control socket's hub, when --control-socket or --scenario asks for
-/// one; a scenario file that does not parse is an error naming it.
-fn control_hub(
-    args: &ServeArgs,
-    features: &Features,
-    choices: Choices,
-) -> Result<Option<Arc<control::Hub>>, String> {
-    if args.control_socket.is_none() && args.scenario.is_none() {
+/// one.
+fn control_hub(config: &Config) -> Result<Option<Arc<control::Hub>>, String> {
+    if !config.wants_hub() {
         return Ok(None);
     }
-    let scenario = match &args.scenario {
+    let scenario = match &config.scenario {
         None => Scenario::default(),
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read the scenario {}: {e}", path.display()))?;
-            let s: Scenario = serde_json::from_str(&text)
-                .map_err(|e| format!("scenario {}: {e}", path.display()))?;
-            for a in &s.faults {
-                control::check(features, &a.kind)
-                    .map_err(|e| format!("scenario {}: {e}", path.display()))?;
-            }
+        Some(s) => {
             info!(
                 "scenario {}: {} fault(s) armed for each VM{}",
-                path.display(),
-                s.faults.len(),
-                s.seed.map(|n| format!(", seed {n}")).unwrap_or_default()
+                s.path.display(),
+                s.scenario.faults.len(),
+                s.scenario
+                    .seed
+                    .map(|n| format!(", seed {n}"))
+                    .unwrap_or_default()
             );
-            s
+            s.scenario.clone()
         }
     };
-    control::Hub::new(features.clone(), scenario)
-        .map(|h| Some(Arc::new(h.with_choices(choices))))
+    control::Hub::new(config.features.clone(), scenario)
+        .map(|h| Some(Arc::new(h.with_choices(config.choices))))
         .map_err(|e| format!("cannot create the control hub: {e}"))
 }
 
@@ -462,6 +307,28 @@ fn main() -> ExitCode {
         Some(Command::Decode { input }) => decode(&input),
         Some(Command::Ctl(args)) => ctl::run(args),
         Some(Command::Report(args)) => report(args),
+        Some(Command::Export(args)) => export(args),
+    }
+}
+
+fn export(args: ExportArgs) -> ExitCode {
+    let out = args.output.as_deref().unwrap_or(&args.dir);
+    match vhost_device_spe::record::export(&args.dir, out) {
+        Ok(files) => {
+            for f in files {
+                println!(
+                    "{}: {} record(s), {} bytes",
+                    f.path.display(),
+                    f.records,
+                    f.bytes
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

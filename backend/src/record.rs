@@ -1,6 +1,8 @@
 //! `--record DIR`: a host-side copy of every record the model writes into
 //! a guest's profiling buffer, one file per vCPU, for
-//! `vhost-device-spe report` (no tools needed in the guest).
+//! `vhost-device-spe report` (no tools needed in the guest). `decode`
+//! reads the files too, and `export` turns them into raw SPE data for
+//! other tools.
 //!
 //! `DIR/vcpu<N>.rec` starts with [`MAGIC`], then one frame per record: the
 //! host time it was stored (little-endian u64 nanoseconds since the VM
@@ -11,7 +13,7 @@
 //! VM that connects truncates the files of the one before.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -102,71 +104,172 @@ pub struct Stored {
     pub bytes: Vec<u8>,
 }
 
+/// One frame of a record file, borrowed from its contents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Frame<'a> {
+    /// Nanoseconds since the VM connected, when it was stored.
+    pub ns: u64,
+    /// The record as it was written into the guest's buffer.
+    pub bytes: &'a [u8],
+}
+
+/// Why bytes are not a record file; offsets count from the file's start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Malformed {
+    #[error("not a record file (no SPEREC1 magic)")]
+    NoMagic,
+    #[error("truncated frame at byte {0}")]
+    TruncatedFrame(usize),
+    #[error("truncated record at byte {0}")]
+    TruncatedRecord(usize),
+}
+
+/// Whether `data` starts as a record file does.
+pub fn is_record_file(data: &[u8]) -> bool {
+    data.starts_with(MAGIC)
+}
+
+/// The frames of a record file's contents, in file order.
+pub fn frames(data: &[u8]) -> Result<Vec<Frame<'_>>, Malformed> {
+    let mut rest = data.strip_prefix(MAGIC).ok_or(Malformed::NoMagic)?;
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        let at = data.len() - rest.len();
+        let (Some(ns), Some(len)) = (rest.get(..8), rest.get(8..10)) else {
+            return Err(Malformed::TruncatedFrame(at));
+        };
+        let mut ns_le = [0; 8];
+        ns_le.copy_from_slice(ns);
+        let len = usize::from(u16::from_le_bytes([len[0], len[1]]));
+        let bytes = rest
+            .get(10..10 + len)
+            .ok_or(Malformed::TruncatedRecord(at))?;
+        out.push(Frame {
+            ns: u64::from_le_bytes(ns_le),
+            bytes,
+        });
+        rest = &rest[10 + len..];
+    }
+    Ok(out)
+}
+
+/// The record files of `dir`, by vCPU: `vcpu0.rec` (whether it exists
+/// or not, so that reading it says what is missing), then `vcpu1.rec`,
+/// ... up to the first that does not exist.
+pub fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = vec![path(dir, 0)];
+    out.extend((1..).map(|vcpu| path(dir, vcpu)).take_while(|p| p.exists()));
+    out
+}
+
+/// Reads each of [`files`] and hands its vCPU and frames to `each`.
+fn for_each_file(
+    dir: &Path,
+    mut each: impl FnMut(usize, &[Frame<'_>]) -> io::Result<()>,
+) -> io::Result<()> {
+    for (vcpu, p) in files(dir).iter().enumerate() {
+        let named = |e: String| format!("{}: {e}", p.display());
+        let data = std::fs::read(p).map_err(|e| io::Error::new(e.kind(), named(e.to_string())))?;
+        let frames = frames(&data)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, named(e.to_string())))?;
+        each(vcpu, &frames)?;
+    }
+    Ok(())
+}
+
 /// Every record of every `vcpu<N>.rec` in `dir`, per vCPU in file order.
 pub fn read_dir(dir: &Path) -> io::Result<Vec<Stored>> {
     let mut out = Vec::new();
-    let mut vcpu = 0;
-    loop {
-        let p = path(dir, vcpu);
-        let mut data = Vec::new();
-        match File::open(&p) {
-            Ok(mut f) => f.read_to_end(&mut data)?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound && vcpu > 0 => return Ok(out),
-            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", p.display()))),
-        };
-        let bad = |why: &str| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{}: {why}", p.display()),
-            )
-        };
-        let mut rest = data
-            .strip_prefix(MAGIC)
-            .ok_or_else(|| bad("not a record file"))?;
-        while !rest.is_empty() {
-            if rest.len() < 10 {
-                return Err(bad("truncated frame"));
-            }
-            let ns = u64::from_le_bytes(rest[..8].try_into().unwrap());
-            let len = u16::from_le_bytes([rest[8], rest[9]]) as usize;
-            let bytes = rest
-                .get(10..10 + len)
-                .ok_or_else(|| bad("truncated record"))?;
-            out.push(Stored {
-                vcpu,
-                ns,
-                bytes: bytes.to_vec(),
-            });
-            rest = &rest[10 + len..];
+    for_each_file(dir, |vcpu, frames| {
+        out.extend(frames.iter().map(|f| Stored {
+            vcpu,
+            ns: f.ns,
+            bytes: f.bytes.to_vec(),
+        }));
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// The raw SPE file [`export`] writes for `vcpu` in `dir`.
+pub fn raw_path(dir: &Path, vcpu: usize) -> PathBuf {
+    dir.join(format!("vcpu{vcpu}.spe"))
+}
+
+/// What [`export`] wrote for one vCPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exported {
+    pub vcpu: usize,
+    pub path: PathBuf,
+    pub records: usize,
+    pub bytes: u64,
+}
+
+/// Writes each `vcpu<N>.rec` of `dir` as `out/vcpu<N>.spe` (`out` is
+/// created if missing): the records' bytes alone, in order, as the
+/// guest's buffer held them, which is what tools that read raw SPE
+/// buffers take (Arm's spe-parser, `vhost-device-spe decode`).
+pub fn export(dir: &Path, out: &Path) -> io::Result<Vec<Exported>> {
+    std::fs::create_dir_all(out)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", out.display())))?;
+    let mut done = Vec::new();
+    for_each_file(dir, |vcpu, frames| {
+        let p = raw_path(out, vcpu);
+        let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", p.display()));
+        let mut f = BufWriter::new(File::create(&p).map_err(named)?);
+        for fr in frames {
+            f.write_all(fr.bytes).map_err(named)?;
         }
-        vcpu += 1;
+        f.flush().map_err(named)?;
+        done.push(Exported {
+            vcpu,
+            path: p.clone(),
+            records: frames.len(),
+            bytes: frames.iter().map(|fr| fr.bytes.len() as u64).sum(),
+        });
+        Ok(())
+    })?;
+    Ok(done)
+}
+
+/// Records three samples on two vCPUs through [`Recorder`] into `dir`,
+/// storing after each; returns each vCPU's records as written.
+#[cfg(test)]
+pub(crate) fn make_recording(dir: &Path) -> Vec<Vec<Vec<u8>>> {
+    use crate::spu::test_util::{linux_spu, load, mem};
+    use crate::spu::{Features, SampleOutcome};
+
+    let _ = std::fs::remove_dir_all(dir);
+    let m = mem(8 << 20);
+    let mut spus: Vec<Spu> = (0..2)
+        .map(|_| linux_spu(&m, Features::default(), 16).0)
+        .collect();
+    let mut rec = Recorder::start(dir, &mut spus).unwrap();
+    let mut written = vec![Vec::new(), Vec::new()];
+    for (i, va) in [0x1000u64, 0x2000, 0x3000].into_iter().enumerate() {
+        let v = i % 2;
+        let out = spus[v].sample(&load(0xffff_8000_1000_0000 + 4 * i as u64, va), &m);
+        assert!(matches!(out, SampleOutcome::Written { .. }));
+        written[v].push(spus[v].last_record().to_vec());
+        rec.store(&mut spus);
     }
+    written
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::spu::test_util::{linux_spu, load, mem};
-    use crate::spu::{Features, SampleOutcome};
+    use crate::spu::Features;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("spe-record-{}-{name}", std::process::id()))
+    }
 
     #[test]
     fn records_round_trip_per_vcpu() {
-        let dir = std::env::temp_dir().join(format!("spe-record-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let m = mem(8 << 20);
-        let mut spus: Vec<Spu> = (0..2)
-            .map(|_| linux_spu(&m, Features::default(), 16).0)
-            .collect();
-        let mut rec = Recorder::start(&dir, &mut spus).unwrap();
-        let mut written = vec![Vec::new(), Vec::new()];
-        for (i, va) in [0x1000u64, 0x2000, 0x3000].into_iter().enumerate() {
-            let v = i % 2;
-            let out = spus[v].sample(&load(0xffff_8000_1000_0000 + 4 * i as u64, va), &m);
-            assert!(matches!(out, SampleOutcome::Written { .. }));
-            written[v].push(spus[v].last_record().to_vec());
-            rec.store(&mut spus);
-        }
-        drop(rec);
+        let dir = temp_dir("round-trip");
+        let written = make_recording(&dir);
         let stored = read_dir(&dir).unwrap();
         let got: Vec<(usize, Vec<u8>)> = stored.into_iter().map(|s| (s.vcpu, s.bytes)).collect();
         let want: Vec<(usize, Vec<u8>)> = written
@@ -182,6 +285,65 @@ mod tests {
         std::fs::write(&p, data).unwrap();
         assert!(read_dir(&dir).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn export_writes_each_vcpus_records_alone() {
+        let dir = temp_dir("export");
+        let written = make_recording(&dir);
+        let out = dir.join("raw");
+        let done = export(&dir, &out).unwrap();
+        assert_eq!(done.len(), 2);
+        for (v, records) in written.iter().enumerate() {
+            let want = records.concat();
+            assert!(!want.is_empty());
+            assert_eq!(std::fs::read(raw_path(&out, v)).unwrap(), want, "vcpu{v}");
+            assert_eq!(
+                done[v],
+                Exported {
+                    vcpu: v,
+                    path: raw_path(&out, v),
+                    records: records.len(),
+                    bytes: want.len() as u64,
+                }
+            );
+            // Raw SPE data, which the packet decoder reads to the end.
+            assert!(spe_protocol::packet::decode(&want).all(|p| p.is_ok()));
+        }
+        // Beside the record files by default.
+        export(&dir, &dir).unwrap();
+        assert_eq!(
+            std::fs::read(raw_path(&dir, 1)).unwrap(),
+            written[1].concat()
+        );
+        // No recording, nothing written.
+        let empty = temp_dir("export-empty");
+        assert!(export(&empty, &out).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+        let _ = std::fs::remove_dir_all(&empty);
+    }
+
+    #[test]
+    fn frames_name_what_is_wrong_and_where() {
+        let mut data = MAGIC.to_vec();
+        assert_eq!(frames(&data), Ok(vec![]));
+        data.extend(5u64.to_le_bytes());
+        data.extend(2u16.to_le_bytes());
+        data.extend([0x01, 0x01]);
+        assert_eq!(
+            frames(&data),
+            Ok(vec![Frame {
+                ns: 5,
+                bytes: &[0x01, 0x01]
+            }])
+        );
+        assert_eq!(
+            frames(&data[..data.len() - 1]),
+            Err(Malformed::TruncatedRecord(8))
+        );
+        assert_eq!(frames(&data[..12]), Err(Malformed::TruncatedFrame(8)));
+        assert_eq!(frames(&data[1..]), Err(Malformed::NoMagic));
+        assert!(is_record_file(&data) && !is_record_file(&data[1..]));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_vhost-device-spe");
 
@@ -72,16 +72,21 @@ fn decodes_golden_file() {
     );
 }
 
-#[test]
-fn decodes_stdin() {
+/// `decode -` of `data`.
+fn decode_stdin(data: &[u8]) -> Output {
     let mut child = Command::new(BIN)
         .args(["decode", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(GOLDEN).unwrap();
-    let out = child.wait_with_output().unwrap();
+    child.stdin.take().unwrap().write_all(data).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn decodes_stdin() {
+    let out = decode_stdin(GOLDEN);
     assert!(out.status.success());
     assert_eq!(descriptions(&out.stdout), expected());
 }
@@ -125,4 +130,111 @@ fn missing_file_fails() {
     assert!(String::from_utf8(out.stderr)
         .unwrap()
         .starts_with("error: cannot read"));
+}
+
+/// A --record directory written by hand in the recorder's framing (magic,
+/// then per record: u64 host time, u16 length, the bytes): GOLDEN twice
+/// on vCPU 0, once on vCPU 1.
+fn recording(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("spe-decode-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (vcpu, n) in [(0, 2), (1, 1)] {
+        let mut f = vhost_device_spe::record::MAGIC.to_vec();
+        for i in 0..n {
+            f.extend((1000u64 * i).to_le_bytes());
+            f.extend((GOLDEN.len() as u16).to_le_bytes());
+            f.extend(GOLDEN);
+        }
+        std::fs::write(dir.join(format!("vcpu{vcpu}.rec")), f).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn export_writes_raw_spe_per_vcpu() {
+    let dir = recording("export");
+    let out_dir = dir.join("raw");
+    let out = Command::new(BIN)
+        .arg("export")
+        .arg(&dir)
+        .arg("-o")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let n = GOLDEN.len();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!(
+            "{}: 2 record(s), {} bytes\n{}: 1 record(s), {n} bytes\n",
+            out_dir.join("vcpu0.spe").display(),
+            2 * n,
+            out_dir.join("vcpu1.spe").display()
+        )
+    );
+    assert_eq!(
+        std::fs::read(out_dir.join("vcpu0.spe")).unwrap(),
+        GOLDEN.repeat(2)
+    );
+    assert_eq!(std::fs::read(out_dir.join("vcpu1.spe")).unwrap(), GOLDEN);
+    // The raw file decodes as GOLDEN does.
+    let raw = Command::new(BIN)
+        .arg("decode")
+        .arg(out_dir.join("vcpu1.spe"))
+        .output()
+        .unwrap();
+    assert_eq!(descriptions(&raw.stdout), expected());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn decode_reads_a_recording_per_vcpu() {
+    let dir = recording("rec");
+    let rec = dir.join("vcpu1.rec");
+    let out = Command::new(BIN).arg("decode").arg(&rec).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (header, packets) = text.split_once('\n').unwrap();
+    assert_eq!(
+        header,
+        format!(
+            "# {}: 1 record(s), {} bytes of SPE data",
+            rec.display(),
+            GOLDEN.len()
+        )
+    );
+    assert_eq!(descriptions(packets.as_bytes()), expected());
+    // The directory: vCPU 0's two records (the second at offset 0x28),
+    // then vCPU 1's.
+    let out = Command::new(BIN).arg("decode").arg(&dir).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let headers: Vec<&str> = text.lines().filter(|l| l.starts_with("# ")).collect();
+    assert_eq!(headers.len(), 2, "{text}");
+    assert!(headers[0].contains("vcpu0.rec: 2 record(s)"), "{text}");
+    assert!(headers[1].contains("vcpu1.rec: 1 record(s)"), "{text}");
+    assert!(text.contains(".  00000028:  b0 f4 d3 29"), "{text}");
+    assert_eq!(text.lines().count(), 2 + 3 * GOLDEN_TEXT.len());
+    // From stdin too.
+    let data = std::fs::read(&rec).unwrap();
+    let out = decode_stdin(&data);
+    assert!(out.status.success());
+    assert!(String::from_utf8(out.stdout)
+        .unwrap()
+        .starts_with("# stdin: 1 record(s)"));
+    // A damaged frame fails, naming the file.
+    std::fs::write(&rec, &data[..data.len() - 1]).unwrap();
+    let out = Command::new(BIN).arg("decode").arg(&rec).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        stderr,
+        format!("error: {}: truncated record at byte 8\n", rec.display())
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

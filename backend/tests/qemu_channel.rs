@@ -19,7 +19,7 @@ use spe_protocol::channel::{
 use spe_protocol::op::{OpClass, SampledOp};
 use spe_protocol::packet::{self, events, AddressIndex, Packet};
 use spe_protocol::regs::*;
-use vhost_device_spe::qemu::{self, client::Client, Config};
+use vhost_device_spe::qemu::{self, client::ChannelClient, ServerConfig};
 use vhost_device_spe::ring::{memfd, Producer};
 use vhost_device_spe::shm::sealed_memfd;
 use vhost_device_spe::spu::tables::{tcr_el1, TableBuilder, PAGE_RW};
@@ -156,13 +156,13 @@ impl QemuRing {
     }
 }
 
-fn server(name: &str, features: Features) -> qemu::Handle {
-    qemu::spawn(&sock_path(name), Config::new(features)).unwrap()
+fn server(name: &str, features: Features) -> qemu::ServerHandle {
+    qemu::spawn(&sock_path(name), ServerConfig::new(features)).unwrap()
 }
 
 /// HELLO, SET_MEM_TABLE and SET_RING, as QEMU does at machine start.
-fn connect(path: &Path, vcpus: u32, guest: &Guest) -> (Client, QemuRing) {
-    let mut c = Client::connect(path).unwrap();
+fn connect(path: &Path, vcpus: u32, guest: &Guest) -> (ChannelClient, QemuRing) {
+    let mut c = ChannelClient::connect(path).unwrap();
     let hello = c.hello(vcpus).unwrap();
     assert_eq!(hello.status, Status::OK);
     let layout = Layout {
@@ -183,7 +183,7 @@ fn connect(path: &Path, vcpus: u32, guest: &Guest) -> (Client, QemuRing) {
 }
 
 /// Programs vCPU `v`'s buffer as Linux's arm_spe_pmu_start does.
-fn program(c: &mut Client, v: u32, guest: &Guest, ptr: u64, limit: u64) {
+fn program(c: &mut ChannelClient, v: u32, guest: &Guest, ptr: u64, limit: u64) {
     assert_eq!(
         c.set_translation(v, &guest.xlat()).unwrap().status,
         Status::OK
@@ -346,7 +346,7 @@ fn state(ring: &QemuRing, v: u32) -> ring::SamplingState {
 fn sampling_state_is_published_and_counted_operations_move_pmsicr() {
     let h = server("state", Features::default());
     let guest = Guest::new();
-    let mut c = Client::connect(h.path()).unwrap();
+    let mut c = ChannelClient::connect(h.path()).unwrap();
     assert_ne!(c.hello(2).unwrap().features & feature::SAMPLING_STATE, 0);
     drop(c);
     let (mut c, mut ring) = connect(h.path(), 2, &guest);
@@ -477,11 +477,17 @@ fn disconnect_resets_and_the_next_vm_is_served() {
     }
     // A second VM waits in the backlog while one is connected, and is
     // served as soon as the first leaves.
-    let mut a = Client::connect(h.path()).unwrap();
+    let mut a = ChannelClient::connect(h.path()).unwrap();
     a.hello(1).unwrap();
     let b = std::thread::spawn({
         let path = h.path().to_path_buf();
-        move || Client::connect(&path).unwrap().hello(1).unwrap().status
+        move || {
+            ChannelClient::connect(&path)
+                .unwrap()
+                .hello(1)
+                .unwrap()
+                .status
+        }
     });
     std::thread::sleep(Duration::from_millis(50));
     assert!(!b.is_finished());
@@ -520,7 +526,7 @@ fn a_restarted_backend_gets_the_registers_back_and_reports_the_loss() {
     old.shutdown();
 
     let new = server("restart", Features::default());
-    let mut c = Client::connect(new.path()).unwrap();
+    let mut c = ChannelClient::connect(new.path()).unwrap();
     let hello = c.hello(2).unwrap();
     assert_ne!(hello.features & feature::RESTORE, 0);
     assert_eq!(
@@ -657,7 +663,7 @@ fn requests_other_than_sysreg_use_status_codes() {
 /// Sends `bytes` on a fresh connection (after HELLO if `hello`) and checks
 /// the backend drops the connection, then that it still serves.
 fn expect_dropped(path: &Path, hello: bool, bytes: &[u8], fds: &[i32], what: &str) {
-    let mut c = Client::connect(path).unwrap();
+    let mut c = ChannelClient::connect(path).unwrap();
     if hello {
         c.hello(1).unwrap();
     }
@@ -669,7 +675,7 @@ fn expect_dropped(path: &Path, hello: bool, bytes: &[u8], fds: &[i32], what: &st
     let mut sink = Vec::new();
     let res = c.stream().try_clone().unwrap().read_to_end(&mut sink);
     assert!(res.is_ok(), "{what}: connection not closed: {res:?}");
-    let mut ok = Client::connect(path).unwrap();
+    let mut ok = ChannelClient::connect(path).unwrap();
     assert_eq!(ok.hello(1).unwrap().status, Status::OK, "{what}");
 }
 
@@ -817,7 +823,7 @@ fn malformed_or_out_of_order_messages_drop_the_connection_only() {
     }
 
     // Wrong version: refused in the HELLO reply, then dropped.
-    let mut c = Client::connect(p).unwrap();
+    let mut c = ChannelClient::connect(p).unwrap();
     let bad = Hello {
         version: 99,
         num_vcpus: 1,
@@ -836,12 +842,12 @@ fn malformed_or_out_of_order_messages_drop_the_connection_only() {
     assert!(c.sync(0).is_err());
 
     // A peer that stalls mid-message is dropped after the I/O timeout.
-    let mut c = Client::connect(p).unwrap();
+    let mut c = ChannelClient::connect(p).unwrap();
     c.hello(1).unwrap();
     c.send_raw(&msg(MsgType::Sync as u16, 0, &[])[..8], &[])
         .unwrap();
     let t = Instant::now();
-    let mut ok = Client::connect(p).unwrap();
+    let mut ok = ChannelClient::connect(p).unwrap();
     assert_eq!(ok.hello(1).unwrap().status, Status::OK);
     assert!(t.elapsed() >= qemu::IO_TIMEOUT / 2);
     assert!(h.is_running());
@@ -969,7 +975,7 @@ fn a_silent_client_does_not_block_the_next_vm() {
     let (tx, rx) = std::sync::mpsc::channel();
     let p = path.clone();
     thread::spawn(move || {
-        let mut c = Client::connect(&p).unwrap();
+        let mut c = ChannelClient::connect(&p).unwrap();
         let _ = tx.send(c.hello(2).map(|r| r.status));
     });
     let bound = qemu::HELLO_TIMEOUT + Duration::from_secs(10);
@@ -988,7 +994,7 @@ fn a_silent_client_does_not_block_the_next_vm() {
 
 #[test]
 fn deterministic_backend_writes_and_raises_pmbirq_only_when_asked() {
-    let mut cfg = Config::new(Features::default());
+    let mut cfg = ServerConfig::new(Features::default());
     cfg.deterministic = true;
     let h = qemu::spawn(&sock_path("determ"), cfg).unwrap();
     let guest = Guest::new();

@@ -791,39 +791,43 @@ fn unsealed_or_short_guest_memory_is_refused() {
 #[test]
 fn the_control_socket_serves_the_vhost_user_device() {
     use serde_json::json;
-    use vhost_device_spe::control::client::Client;
+    use spe_protocol::control::{ArmFault, Command, Hex, NoArgs, Reply, VcpuArgs, VcpuSel};
+    use vhost_device_spe::control::client::ControlClient;
+    let arm = |a| Command::ArmFault(ArmFault::try_from(a).unwrap());
+    let query_spu =
+        |c: &mut ControlClient, vcpu| match c.execute(&Command::QuerySpu(VcpuArgs { vcpu })) {
+            Ok(Reply::Spus(l)) => l.vcpus,
+            other => panic!("{other:?}"),
+        };
     let ctl = std::env::temp_dir().join(format!("spe-vhu-{}-control.sock", std::process::id()));
     let ctl_arg = ctl.to_str().unwrap().to_string();
     let d = Daemon::start("ctl", &["--vcpus", "2", "--control-socket", &ctl_arg]);
     d.wait_for(|| ctl.exists(), "the control socket");
     let vm = Vm::connect(&d);
-    let mut c = Client::connect(&ctl).unwrap();
-    let q = c.execute("query-spu", json!({})).unwrap();
-    assert_eq!(q["vcpus"].as_array().unwrap().len(), 2);
-    c.execute(
-        "arm-fault",
+    let mut c = ControlClient::connect(&ctl).unwrap();
+    assert_eq!(query_spu(&mut c, VcpuSel::All).len(), 2);
+    c.execute(&arm(
         json!({"vcpu": 1, "kind": "external-abort", "trigger": "now"}),
-    )
+    ))
     .unwrap();
-    let q = c.execute("query-spu", json!({"vcpu": 1})).unwrap();
-    assert_eq!(q["vcpus"][0]["registers"]["PMBSR_EL1"], "0x90060010");
-    assert_eq!(q["vcpus"][0]["pmbirq"], true);
+    let q = query_spu(&mut c, VcpuSel::One(1));
+    assert_eq!(q[0].registers.pmbsr_el1, Hex(0x9006_0010));
+    assert!(q[0].pmbirq);
     drop(vm);
     d.wait_log("vhost-user front end disconnected", 1);
     // Between VMs a fault waits for the next one.
     let a = c
-        .execute(
-            "arm-fault",
+        .execute(&arm(
             json!({"kind": "buffer-full", "trigger": "next-record"}),
-        )
+        ))
         .unwrap();
-    assert_eq!(a["pending"], true);
+    assert!(matches!(a, Reply::Armed(a) if a.pending), "{a:?}");
     // It stays listed until a VM connects (it used to move onto the SPUs
     // made for the next connection before anyone connected, and vanish
     // from the list), then it is armed on that VM's SPUs.
-    let listed = |c: &mut Client| {
-        let f = c.execute("query-faults", json!({})).unwrap();
-        f["faults"].as_array().unwrap().len()
+    let listed = |c: &mut ControlClient| match c.execute(&Command::QueryFaults(NoArgs {})) {
+        Ok(Reply::Faults(f)) => f.faults.len(),
+        other => panic!("{other:?}"),
     };
     d.wait_log("waiting for the next front end", 1);
     assert_eq!(listed(&mut c), 1, "between VMs");

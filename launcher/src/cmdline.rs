@@ -6,6 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+use spe_protocol::profile::CpuProfile;
+
 /// QEMU 10.0's options that take no argument (the `DEF()` lines of
 /// `qemu-options.hx` without `HAS_ARG`); every other option takes one.
 const NO_ARG: &[&str] = &[
@@ -44,14 +46,11 @@ pub const RAM_ID: &str = "spe-ram";
 /// `virt`'s RAM without `-m` (QEMU's `default_ram_size`).
 const DEFAULT_RAM: u64 = 128 << 20;
 
-/// The backend's CPU profiles (`vhost-device-spe --cpu`).
-pub const PROFILES: &[&str] = &["neoverse-n1", "neoverse-v1", "max"];
-
 /// `spe-qemu`'s own options, all `--spe-*`, taken out of the command line.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpeOptions {
-    /// `--spe-cpu`: the backend's CPU profile.
-    pub cpu: Option<String>,
+    /// `--spe-cpu`: the backend's CPU profile (`vhost-device-spe --cpu`).
+    pub cpu: Option<CpuProfile>,
     /// `--spe-log FILE`: the backend's log (else a private file, shown
     /// when QEMU fails).
     pub log: Option<PathBuf>,
@@ -81,7 +80,7 @@ pub enum Error {
     MissingValue(String),
     #[error("unknown option {0} (spe-qemu's own options: spe-qemu --spe-help)")]
     UnknownSpeOption(String),
-    #[error("--spe-cpu {0}: not a profile of vhost-device-spe ({list})", list = PROFILES.join(", "))]
+    #[error("--spe-cpu {0}: not a profile of vhost-device-spe ({list})", list = CpuProfile::names())]
     UnknownProfile(String),
     #[error("no -M/-machine: spe-qemu gives SPE to the virt machine (-M virt)")]
     NoMachine,
@@ -141,8 +140,10 @@ pub fn split_spe_options(args: &[String]) -> Result<(SpeOptions, Vec<String>), E
                 .ok_or_else(|| Error::MissingValue(format!("--spe-{name}")))?,
         };
         match name {
-            "cpu" if PROFILES.contains(&value.as_str()) => spe.cpu = Some(value),
-            "cpu" => return Err(Error::UnknownProfile(value)),
+            "cpu" => match CpuProfile::from_name(&value) {
+                Some(p) => spe.cpu = Some(p),
+                None => return Err(Error::UnknownProfile(value)),
+            },
             "log" => spe.log = Some(value.into()),
             "control-socket" => spe.control_socket = Some(value.into()),
             "qemu" => spe.qemu = Some(value.into()),
@@ -391,7 +392,7 @@ pub fn plan(args: &[String], spe: &SpeOptions, socket: &Path) -> Result<Plan, Er
         "--vcpus".into(),
         vcpus.to_string(),
         "--cpu".into(),
-        spe.cpu.clone().unwrap_or_else(|| "neoverse-n1".into()),
+        spe.cpu.unwrap_or_default().name().into(),
     ];
     if el2 {
         backend_args.push("--el2".into());

@@ -359,12 +359,12 @@ fn show_tail(log: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cmdline::PROFILES;
+    use spe_protocol::profile::CpuProfile;
 
     #[test]
     fn help_names_every_profile() {
-        for p in PROFILES {
-            assert!(HELP.contains(p), "{p}");
+        for p in CpuProfile::ALL {
+            assert!(HELP.contains(p.name()), "{p}");
         }
     }
 

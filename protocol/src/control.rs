@@ -2,18 +2,26 @@
 //! QMP users know. See `protocol/README.md` ("The control socket").
 //!
 //! ```text
-//! S: {"SPE": {"version": {"major": 1, "minor": 0}, "product": "vhost-device-spe"}}
-//! C: {"execute": "arm-fault", "arguments": {"vcpu": 0, "kind": "buffer-full",
-//!     "trigger": "at-byte", "offset": 4096}, "id": 1}
-//! S: {"return": {"ids": [1]}, "id": 1}
-//! S: {"event": "FAULT_DELIVERED", "data": {...}, "timestamp": {...}}
+//! S: {"SPE":{"version":{"major":1,"minor":0},"product":"vhost-device-spe"}}
+//! C: {"execute":"arm-fault","arguments":{"vcpu":0,"kind":"buffer-full","trigger":"at-byte","offset":4096},"id":1}
+//! S: {"return":{"id":1,"pending":false},"id":1}
+//! S: {"event":"PMBIRQ","data":{"vcpu":0,"level":true,"pmbsr":"0x20001"},"timestamp":{"seconds":1795000000,"microseconds":12}}
+//! C: {"execute":"cancel-fault","arguments":{"id":"1"},"id":2}
+//! S: {"error":{"class":"InvalidParameter","desc":"invalid type: string \"1\", expected u32"},"id":2}
 //! ```
 //!
-//! The message types here are shared by the server, the `ctl` client and
-//! the fault model, which takes [`FaultKind`] and [`Trigger`] as they are.
+//! A request line is a [`Request`]; [`Command::from_request`] types it
+//! (or says which [`ErrorClass`] it earns), and [`Command::to_request`]
+//! is the way back. Each command's `return` value is a [`Reply`], which
+//! only the command can tell apart ([`Command::parse_reply`]). Events are
+//! [`Event`]s, carried by [`EventLine`]s, whose names and data a client of
+//! an older version may not know, so a [`ServerLine`] keeps them as JSON.
+//!
+//! The server, the `ctl` client and the integration harness share these
+//! types; the fault model takes [`FaultKind`] and [`Trigger`] as they are.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::Value;
+use serde_json::{json, Map, Value};
 
 /// Major version: bumped when a message changes incompatibly.
 pub const VERSION_MAJOR: u32 = 1;
@@ -42,21 +50,26 @@ pub struct Version {
     pub minor: u32,
 }
 
+impl Version {
+    pub const CURRENT: Version = Version {
+        major: VERSION_MAJOR,
+        minor: VERSION_MINOR,
+    };
+}
+
 impl Greeting {
     pub fn current() -> Greeting {
         Greeting {
             spe: GreetingBody {
-                version: Version {
-                    major: VERSION_MAJOR,
-                    minor: VERSION_MINOR,
-                },
+                version: Version::CURRENT,
                 product: "vhost-device-spe".into(),
             },
         }
     }
 }
 
-/// A client's request line.
+/// A request line as it is read, before its command is known: what
+/// [`Command::from_request`] types.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Request {
@@ -90,10 +103,28 @@ pub struct ErrorBody {
     pub desc: String,
 }
 
+impl ErrorBody {
+    pub fn new(class: ErrorClass, desc: impl Into<String>) -> ErrorBody {
+        ErrorBody {
+            class,
+            desc: desc.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}: {}", self.class, self.desc)
+    }
+}
+
+impl std::error::Error for ErrorBody {}
+
 /// A reply or an event line from the server.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ServerLine {
+    /// A command's [`Reply`], as JSON: which one depends on the command.
     Return {
         #[serde(rename = "return")]
         ret: Value,
@@ -105,11 +136,7 @@ pub enum ServerLine {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<Value>,
     },
-    Event {
-        event: String,
-        data: Value,
-        timestamp: Timestamp,
-    },
+    Event(EventLine),
     Greeting(Greeting),
 }
 
@@ -120,14 +147,391 @@ pub struct Timestamp {
     pub microseconds: u32,
 }
 
-/// Event names.
-pub mod event {
-    /// An armed fault reached its trigger: `{"id", "vcpu", "fault", "pmbsr", "pmbptr", "delivered"}`.
-    pub const FAULT_DELIVERED: &str = "FAULT_DELIVERED";
-    /// PMBIRQ changed level: `{"vcpu", "level", "pmbsr"}`.
-    pub const PMBIRQ: &str = "PMBIRQ";
-    /// A buffer-full management event was raised: `{"vcpu", "pmbptr", "pmbsr"}`.
-    pub const BUFFER_FULL: &str = "BUFFER_FULL";
+/// The commands and their arguments: `{"execute": NAME, "arguments": …}`.
+///
+/// Commands without arguments take `{}` (or none, or `null`: see
+/// [`Command::from_request`], which a server uses rather than
+/// deserialising this directly).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "execute", content = "arguments", rename_all = "kebab-case")]
+pub enum Command {
+    /// → [`Reply::Version`].
+    QueryVersion(NoArgs),
+    /// → [`Reply::Spus`]; needs a VM.
+    QuerySpu(VcpuArgs),
+    /// → [`Reply::Armed`].
+    ArmFault(ArmFault),
+    /// → [`Reply::Faults`].
+    QueryFaults(NoArgs),
+    /// → [`Reply::Done`].
+    CancelFault(CancelArgs),
+    /// → [`Reply::Snapshots`]; needs a VM and FEAT_PMUv3_SS.
+    Snapshot(VcpuArgs),
+    /// → [`Reply::Done`]; needs a VM.
+    ResetStats(VcpuArgs),
+    /// → [`Reply::Choices`].
+    QueryChoices(NoArgs),
+    /// → [`Reply::Done`]: for the VM's SPUs and the next VMs.
+    SetChoice(SetChoiceArgs),
+}
+
+impl Command {
+    /// Every command's name, as `query-version` lists them.
+    pub const NAMES: &'static [&'static str] = &[
+        "query-version",
+        "query-spu",
+        "arm-fault",
+        "query-faults",
+        "cancel-fault",
+        "snapshot",
+        "reset-stats",
+        "query-choices",
+        "set-choice",
+    ];
+
+    /// Types a request: `CommandNotFound` for a name no command has,
+    /// `InvalidParameter` (with serde's account of what is wrong) for
+    /// arguments the command does not take. Arguments are an object;
+    /// missing or `null` ones are `{}`.
+    pub fn from_request(req: &Request) -> Result<Command, ErrorBody> {
+        if !Command::NAMES.contains(&req.execute.as_str()) {
+            return Err(ErrorBody::new(
+                ErrorClass::CommandNotFound,
+                format!("no command {:?}; query-version lists them", req.execute),
+            ));
+        }
+        // Serde would also read a struct from an array of its fields.
+        let arguments = match &req.arguments {
+            Value::Null => Value::Object(Map::new()),
+            a @ Value::Object(_) => a.clone(),
+            _ => {
+                return Err(ErrorBody::new(
+                    ErrorClass::InvalidParameter,
+                    "arguments: expected an object",
+                ))
+            }
+        };
+        serde_json::from_value(json!({"execute": req.execute, "arguments": arguments}))
+            .map_err(|e| ErrorBody::new(ErrorClass::InvalidParameter, e.to_string()))
+    }
+
+    /// The request line that carries this command.
+    pub fn to_request(&self, id: Option<Value>) -> serde_json::Result<Request> {
+        let r: Request = serde_json::from_value(serde_json::to_value(self)?)?;
+        Ok(Request { id, ..r })
+    }
+
+    /// Reads this command's `return` value.
+    pub fn parse_reply(&self, ret: Value) -> serde_json::Result<Reply> {
+        use serde_json::from_value;
+        Ok(match self {
+            Command::QueryVersion(_) => Reply::Version(from_value(ret)?),
+            Command::QuerySpu(_) => Reply::Spus(from_value(ret)?),
+            Command::ArmFault(_) => Reply::Armed(from_value(ret)?),
+            Command::QueryFaults(_) => Reply::Faults(from_value(ret)?),
+            Command::Snapshot(_) => Reply::Snapshots(from_value(ret)?),
+            Command::QueryChoices(_) => Reply::Choices(from_value(ret)?),
+            Command::CancelFault(_) | Command::ResetStats(_) | Command::SetChoice(_) => {
+                Reply::Done(from_value(ret)?)
+            }
+        })
+    }
+}
+
+/// The arguments of a command that takes none: `{}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+/// Arguments that name vCPUs only.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VcpuArgs {
+    #[serde(default)]
+    pub vcpu: VcpuSel,
+}
+
+/// `set-choice`'s arguments.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetChoiceArgs {
+    pub name: String,
+    pub value: String,
+}
+
+/// `cancel-fault`'s arguments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelArgs {
+    pub id: u32,
+}
+
+/// A command's `return` value. Replies may gain fields in a minor
+/// version, so none refuses names it does not know.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Reply {
+    Version(VersionInfo),
+    Spus(SpuList),
+    Armed(ArmedFault),
+    Faults(FaultList),
+    Snapshots(SnapshotList),
+    Choices(ChoiceList),
+    /// `{}`: `cancel-fault`, `reset-stats`, `set-choice`.
+    Done(Empty),
+}
+
+/// `{}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Empty {}
+
+/// `query-version`'s reply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionInfo {
+    pub version: Version,
+    pub commands: Vec<String>,
+}
+
+impl VersionInfo {
+    pub fn current() -> VersionInfo {
+        VersionInfo {
+            version: Version::CURRENT,
+            commands: Command::NAMES.iter().map(|&n| n.into()).collect(),
+        }
+    }
+}
+
+/// `query-spu`'s reply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpuList {
+    pub vcpus: Vec<SpuInfo>,
+}
+
+/// One vCPU's SPU, as `query-spu` shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpuInfo {
+    pub vcpu: u32,
+    /// The EL the PE is at.
+    pub el: u8,
+    pub profiling: ProfilingByEl,
+    pub pmbirq: bool,
+    /// The owning translation regime of the Profiling Buffer.
+    pub owning_regime: String,
+    pub registers: SpuRegisters,
+    pub stats: Stats,
+    /// The ids of the faults armed on it.
+    pub armed_faults: Vec<u32>,
+}
+
+/// Whether profiling is enabled at each EL.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfilingByEl {
+    pub el0: Profiling,
+    pub el1: Profiling,
+    pub el2: Profiling,
+}
+
+/// `{"enabled": true}`, or `{"enabled": false, "why": …}` with why, in
+/// `StatisticalProfilingEnabled()`'s terms.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Profiling {
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+impl Profiling {
+    /// Enabled unless there is a reason it is not.
+    pub fn from_why(why: Option<String>) -> Profiling {
+        Profiling {
+            enabled: why.is_none(),
+            why,
+        }
+    }
+}
+
+/// The SPU's registers, by their architectural names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub struct SpuRegisters {
+    pub pmscr_el1: Hex,
+    pub pmscr_el2: Hex,
+    pub pmsicr_el1: Hex,
+    pub pmsirr_el1: Hex,
+    pub pmsfcr_el1: Hex,
+    pub pmsevfr_el1: Hex,
+    pub pmsnevfr_el1: Hex,
+    pub pmslatfr_el1: Hex,
+    pub pmsdsfr_el1: Hex,
+    pub pmsidr_el1: Hex,
+    pub pmbidr_el1: Hex,
+    pub pmblimitr_el1: Hex,
+    pub pmbptr_el1: Hex,
+    pub pmbsr_el1: Hex,
+    pub pmbsr_el2: Hex,
+    pub pmbsr_el3: Hex,
+    pub pmsscr_el1: Hex,
+    pub pmecr_el1: Hex,
+}
+
+/// Counts of what an SPU did since it was made or `reset-stats`: the
+/// model's own, for logs, tests and the daemon's stats too.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Operations selected by the interval counter.
+    pub samples: u64,
+    /// Operations a front end counted itself and handed back.
+    pub counted: u64,
+    /// Records rejected by the filters.
+    pub filtered: u64,
+    /// Records written to the Profiling Buffer.
+    pub records: u64,
+    /// Record bytes written.
+    pub bytes: u64,
+    /// Records dropped in Discard mode.
+    pub discarded: u64,
+    /// Buffer management events raised.
+    pub management_events: u64,
+}
+
+/// `arm-fault`'s reply.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArmedFault {
+    pub id: u32,
+    /// No VM is connected: armed when the next one connects.
+    pub pending: bool,
+}
+
+/// `query-faults`' reply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultList {
+    pub faults: Vec<ArmedFaultInfo>,
+}
+
+/// `snapshot`'s reply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotList {
+    pub vcpus: Vec<SnapshotResult>,
+}
+
+/// One vCPU's answer to the external snapshot request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotResult {
+    pub vcpu: u32,
+    pub outcome: SnapshotOutcome,
+    /// PMSSCR_EL1 after the request.
+    pub pmsscr: Hex,
+}
+
+/// Table D13-10's outcome of an external snapshot request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SnapshotOutcome {
+    /// Capture events are disabled (PMECR_EL1).
+    Disabled,
+    /// {NC, SS} = {1, 0}: the counters were not copied.
+    Prohibited,
+    /// The counters were copied.
+    Captured,
+}
+
+/// `query-choices`' reply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChoiceList {
+    pub choices: Vec<Choice>,
+}
+
+/// A CONSTRAINED UNPREDICTABLE choice: its value, the values the Arm ARM
+/// permits, and the rule that permits them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Choice {
+    pub name: String,
+    pub value: String,
+    pub permitted: Vec<String>,
+    pub rule: String,
+}
+
+/// What the server reports unasked: `{"event": NAME, "data": …}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", content = "data", rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Event {
+    /// An armed fault reached its trigger.
+    FaultDelivered(FaultDeliveredData),
+    /// PMBIRQ changed level.
+    Pmbirq(PmbirqData),
+    /// A buffer-full management event raised PMBIRQ.
+    BufferFull(BufferFullData),
+}
+
+/// `FAULT_DELIVERED`'s data.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultDeliveredData {
+    pub id: u32,
+    pub vcpu: u32,
+    pub fault: FaultKind,
+    /// `false` when the PE's state at the trigger gave the fault no
+    /// architectural way to happen, with `why`.
+    pub delivered: bool,
+    #[serde(default)]
+    pub why: Option<String>,
+    pub pmbsr: Hex,
+    pub pmbptr: Hex,
+}
+
+/// `PMBIRQ`'s data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PmbirqData {
+    pub vcpu: u32,
+    pub level: bool,
+    pub pmbsr: Hex,
+}
+
+/// `BUFFER_FULL`'s data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BufferFullData {
+    pub vcpu: u32,
+    pub pmbsr: Hex,
+    pub pmbptr: Hex,
+}
+
+/// An event line, with its name and data as JSON.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventLine {
+    pub event: String,
+    pub data: Value,
+    pub timestamp: Timestamp,
+}
+
+impl EventLine {
+    pub fn new(event: &Event, timestamp: Timestamp) -> serde_json::Result<EventLine> {
+        let mut v = serde_json::to_value(event)?;
+        if let Value::Object(m) = &mut v {
+            m.insert("timestamp".into(), serde_json::to_value(timestamp)?);
+        }
+        serde_json::from_value(v)
+    }
+
+    /// The event, if this version knows it.
+    pub fn parse(&self) -> serde_json::Result<Event> {
+        serde_json::from_value(json!({"event": self.event, "data": self.data}))
+    }
+}
+
+/// A register or an address: a `"0x…"` string on the wire, since a u64
+/// does not fit a double; a number is read too.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hex(pub u64);
+
+impl Serialize for Hex {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("{:#x}", self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Hex {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        u64_or_hex::deserialize(d).map(Hex)
+    }
 }
 
 /// Which vCPUs a command applies to: a number or `"all"`.
@@ -305,8 +709,12 @@ pub enum Trigger {
     AfterMs { ms: u64 },
 }
 
-/// `arm-fault`'s arguments, and a scenario file's entries.
+/// `arm-fault`'s arguments, and a scenario file's entries: flat, with the
+/// kind's and the trigger's fields beside `vcpu`. Names no field of that
+/// kind and trigger takes are refused (serde's `deny_unknown_fields` does
+/// not combine with `flatten`, hence [`TryFrom<Value>`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Value")]
 pub struct ArmFault {
     #[serde(default)]
     pub vcpu: VcpuSel,
@@ -316,12 +724,20 @@ pub struct ArmFault {
     pub trigger: Trigger,
 }
 
-impl ArmFault {
-    /// Parses `arm-fault`'s arguments, refusing names no field takes
-    /// (serde's `deny_unknown_fields` does not combine with `flatten`).
-    pub fn from_value(v: Value) -> Result<ArmFault, String> {
-        let a: ArmFault = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
-        let known = serde_json::to_value(a).map_err(|e| e.to_string())?;
+impl TryFrom<Value> for ArmFault {
+    type Error = String;
+
+    fn try_from(v: Value) -> Result<ArmFault, String> {
+        let e = |e: serde_json::Error| e.to_string();
+        let a = ArmFault {
+            vcpu: v
+                .get("vcpu")
+                .map_or(Ok(VcpuSel::All), VcpuSel::deserialize)
+                .map_err(e)?,
+            kind: FaultKind::deserialize(&v).map_err(e)?,
+            trigger: Trigger::deserialize(&v).map_err(e)?,
+        };
+        let known = serde_json::to_value(a).map_err(e)?;
         if let (Some(given), Some(known)) = (v.as_object(), known.as_object()) {
             if let Some(k) = given.keys().find(|k| !known.contains_key(*k)) {
                 return Err(format!("unknown argument {k:?} for this kind and trigger"));
@@ -354,188 +770,15 @@ pub struct Scenario {
     pub faults: Vec<ArmFault>,
 }
 
+/// The faults, each named by its index when it is wrong.
 fn checked_faults<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ArmFault>, D::Error> {
     Vec::<Value>::deserialize(d)?
         .into_iter()
         .enumerate()
-        .map(|(i, v)| ArmFault::from_value(v).map_err(|e| format!("faults[{i}]: {e}")))
+        .map(|(i, v)| ArmFault::try_from(v).map_err(|e| format!("faults[{i}]: {e}")))
         .collect::<Result<_, _>>()
         .map_err(serde::de::Error::custom)
 }
 
-/// Commands, by name.
-pub mod command {
-    /// `{"vcpu"?}` → `{"vcpus": [per-vCPU state]}`.
-    pub const QUERY_SPU: &str = "query-spu";
-    /// [`super::ArmFault`] → `{"ids": [..]}`.
-    pub const ARM_FAULT: &str = "arm-fault";
-    /// → `{"faults": [ArmedFaultInfo]}`.
-    pub const QUERY_FAULTS: &str = "query-faults";
-    /// `{"id"}` → `{}`.
-    pub const CANCEL_FAULT: &str = "cancel-fault";
-    /// `{"vcpu"?}` → `{"vcpus": [{"vcpu", "outcome", "pmsscr"}]}`.
-    pub const SNAPSHOT: &str = "snapshot";
-    /// `{"vcpu"?}` → `{}`.
-    pub const RESET_STATS: &str = "reset-stats";
-    /// → `{"version", "commands"}`.
-    pub const QUERY_VERSION: &str = "query-version";
-    /// → `{"choices": [{"name", "value", "permitted", "rule"}]}`.
-    pub const QUERY_CHOICES: &str = "query-choices";
-    /// `{"name", "value"}` → `{}`: for the VM's SPUs and the next VMs.
-    pub const SET_CHOICE: &str = "set-choice";
-
-    pub const ALL: &[&str] = &[
-        QUERY_SPU,
-        ARM_FAULT,
-        QUERY_FAULTS,
-        CANCEL_FAULT,
-        SNAPSHOT,
-        RESET_STATS,
-        QUERY_VERSION,
-        QUERY_CHOICES,
-        SET_CHOICE,
-    ];
-}
-
-/// Arguments that name vCPUs only.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct VcpuArgs {
-    #[serde(default)]
-    pub vcpu: VcpuSel,
-}
-
-/// `set-choice`'s arguments.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SetChoiceArgs {
-    pub name: String,
-    pub value: String,
-}
-
-/// `cancel-fault`'s arguments.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CancelArgs {
-    pub id: u32,
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn arm_fault_arguments_are_flat() {
-        let a: ArmFault = serde_json::from_value(json!({
-            "vcpu": 1, "kind": "stage1", "fault": "translation", "level": 3,
-            "trigger": "at-va", "va": "0xffff_8000_0000_1000"
-        }))
-        .unwrap();
-        assert_eq!(a.vcpu, VcpuSel::One(1));
-        assert_eq!(
-            a.kind,
-            FaultKind::Stage1 {
-                fault: XlatFault::Translation,
-                level: 3
-            }
-        );
-        assert_eq!(
-            a.trigger,
-            Trigger::AtVa {
-                va: 0xffff_8000_0000_1000
-            }
-        );
-        // Defaults: all vCPUs, an event with the data loss.
-        let a: ArmFault =
-            serde_json::from_value(json!({"kind": "data-loss", "trigger": "next-record"})).unwrap();
-        assert_eq!(a.vcpu, VcpuSel::All);
-        assert_eq!(a.kind, FaultKind::DataLoss { event: true });
-        // And back: the same flat shape.
-        let v = serde_json::to_value(a).unwrap();
-        assert_eq!(
-            v,
-            json!({"vcpu": "all", "kind": "data-loss", "event": true, "trigger": "next-record"})
-        );
-    }
-
-    #[test]
-    fn bad_arguments_are_refused() {
-        for bad in [
-            json!({"kind": "no-such-fault", "trigger": "now"}),
-            json!({"kind": "buffer-full"}),
-            json!({"kind": "buffer-full", "trigger": "at-byte"}),
-            json!({"kind": "buffer-full", "trigger": "at-byte", "offset": -1}),
-            json!({"kind": "buffer-full", "trigger": "at-va", "va": "0xzz"}),
-            json!({"kind": "stage1", "fault": "translation", "trigger": "now"}),
-            json!({"vcpu": "some", "kind": "buffer-full", "trigger": "now"}),
-            json!({"vcpu": -1, "kind": "buffer-full", "trigger": "now"}),
-            json!({"kind": "buffer-full", "trigger": "now", "level": 1}),
-            json!({"kind": "buffer-full", "trigger": "now", "count": 1}),
-        ] {
-            assert!(ArmFault::from_value(bad.clone()).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn server_lines_round_trip() {
-        for line in [
-            ServerLine::Greeting(Greeting::current()),
-            ServerLine::Return {
-                ret: json!({}),
-                id: Some(json!(7)),
-            },
-            ServerLine::Error {
-                error: ErrorBody {
-                    class: ErrorClass::CommandNotFound,
-                    desc: "x".into(),
-                },
-                id: None,
-            },
-            ServerLine::Event {
-                event: event::PMBIRQ.into(),
-                data: json!({"vcpu": 0, "level": true}),
-                timestamp: Timestamp {
-                    seconds: 1,
-                    microseconds: 2,
-                },
-            },
-        ] {
-            let text = serde_json::to_string(&line).unwrap();
-            assert!(!text.contains('\n'));
-            assert_eq!(serde_json::from_str::<ServerLine>(&text).unwrap(), line);
-        }
-        let g = serde_json::to_value(Greeting::current()).unwrap();
-        assert_eq!(g["SPE"]["version"]["major"], VERSION_MAJOR);
-    }
-
-    #[test]
-    fn requests_and_scenarios() {
-        let r: Request = serde_json::from_str(r#"{"execute":"query-spu"}"#).unwrap();
-        assert_eq!(r.execute, "query-spu");
-        assert!(r.arguments.is_null());
-        assert!(serde_json::from_str::<Request>(r#"{"exec":"x"}"#).is_err());
-        let s: Scenario = serde_json::from_str(
-            r#"{"seed": 5, "faults": [{"kind": "buffer-full", "trigger": "after-records", "count": 100}]}"#,
-        )
-        .unwrap();
-        assert_eq!(s.seed, Some(5));
-        assert_eq!(s.faults[0].trigger, Trigger::AfterRecords { count: 100 });
-        assert!(serde_json::from_str::<Scenario>(r#"{"fault": []}"#).is_err());
-        let typo = r#"{"faults": [{"kind": "buffer-full", "trigger": "now", "cnt": 1}]}"#;
-        let e = serde_json::from_str::<Scenario>(typo)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("faults[0]") && e.contains("cnt"), "{e}");
-    }
-
-    #[test]
-    fn numbers_in_hex_or_decimal() {
-        assert_eq!(parse_u64("0x10"), Ok(16));
-        assert_eq!(parse_u64("4_096"), Ok(4096));
-        assert!(parse_u64("-1").is_err());
-        assert_eq!("all".parse::<VcpuSel>(), Ok(VcpuSel::All));
-        assert_eq!("3".parse::<VcpuSel>(), Ok(VcpuSel::One(3)));
-        assert!("x".parse::<VcpuSel>().is_err());
-    }
-}
+mod tests;

@@ -63,19 +63,6 @@ impl PayloadLen {
         }
     }
 
-    /// Smallest size that holds `v` without loss.
-    pub const fn fitting(v: u64) -> Self {
-        if v <= 0xFF {
-            PayloadLen::B1
-        } else if v <= 0xFFFF {
-            PayloadLen::B2
-        } else if v <= 0xFFFF_FFFF {
-            PayloadLen::B4
-        } else {
-            PayloadLen::B8
-        }
-    }
-
     /// Mask of the payload bits that survive encoding at this size.
     pub const fn mask(self) -> u64 {
         match self {
@@ -572,11 +559,6 @@ impl<'a> Decoder<'a> {
     /// Byte offset of the next packet.
     pub fn offset(&self) -> usize {
         self.pos
-    }
-
-    /// Bytes not yet consumed.
-    pub fn remaining(&self) -> &'a [u8] {
-        &self.bytes[self.pos..]
     }
 }
 

@@ -6,52 +6,42 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-use spe_protocol::control::{ErrorBody, Greeting, Request, ServerLine};
+use spe_protocol::control::{Command, ErrorBody, EventLine, Greeting, Reply, ServerLine};
+
+/// How long a reply may take: the server's own wait for the device model
+/// ([`super::CALL_TIMEOUT`]) and then some.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a call failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum CallError {
-    Io(io::Error),
+    #[error(transparent)]
+    Io(#[from] io::Error),
     /// The server's `{"error": …}`.
+    #[error("{0}")]
     Server(ErrorBody),
     /// A line that is not the protocol.
+    #[error("protocol error: {0}")]
     Protocol(String),
 }
 
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CallError::Io(e) => write!(f, "{e}"),
-            CallError::Server(e) => write!(f, "{:?}: {}", e.class, e.desc),
-            CallError::Protocol(m) => write!(f, "protocol error: {m}"),
-        }
-    }
-}
-
-impl std::error::Error for CallError {}
-
-impl From<io::Error> for CallError {
-    fn from(e: io::Error) -> Self {
-        CallError::Io(e)
-    }
-}
-
-pub struct Client {
+/// A connection to the control socket (the QEMU channel's client is
+/// another thing: `qemu::client`).
+pub struct ControlClient {
     reader: BufReader<UnixStream>,
     writer: UnixStream,
     greeting: Greeting,
     /// Events read while waiting for a reply.
-    events: VecDeque<ServerLine>,
+    events: VecDeque<EventLine>,
 }
 
-impl Client {
+impl ControlClient {
     /// Connects and reads the greeting.
-    pub fn connect(path: &Path) -> Result<Client, CallError> {
+    pub fn connect(path: &Path) -> Result<ControlClient, CallError> {
         let stream = UnixStream::connect(path)?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        stream.set_read_timeout(Some(REPLY_TIMEOUT))?;
         let writer = stream.try_clone()?;
-        let mut c = Client {
+        let mut c = ControlClient {
             reader: BufReader::new(stream),
             writer,
             greeting: Greeting::current(),
@@ -88,35 +78,34 @@ impl Client {
     }
 
     fn reply(&mut self) -> Result<ServerLine, CallError> {
+        // next_event may have left a shorter timeout.
+        self.reader
+            .get_ref()
+            .set_read_timeout(Some(REPLY_TIMEOUT))?;
         loop {
             match self.read_line()? {
-                l @ ServerLine::Event { .. } => self.events.push_back(l),
+                ServerLine::Event(e) => self.events.push_back(e),
                 l => return Ok(l),
             }
         }
     }
 
-    /// Runs a command; its `return` value or the server's error.
-    pub fn execute(&mut self, name: &str, arguments: Value) -> Result<Value, CallError> {
-        let req = Request {
-            execute: name.into(),
-            arguments,
-            id: None,
-        };
-        let text = serde_json::to_string(&req).map_err(|e| CallError::Protocol(e.to_string()))?;
+    /// Runs a command; its reply or the server's error.
+    pub fn execute(&mut self, cmd: &Command) -> Result<Reply, CallError> {
+        let protocol = |e: serde_json::Error| CallError::Protocol(e.to_string());
+        let text =
+            serde_json::to_string(&cmd.to_request(None).map_err(protocol)?).map_err(protocol)?;
         match self.send_raw(&text)? {
-            ServerLine::Return { ret, .. } => Ok(ret),
+            ServerLine::Return { ret, .. } => cmd.parse_reply(ret).map_err(protocol),
             ServerLine::Error { error, .. } => Err(CallError::Server(error)),
             other => Err(CallError::Protocol(format!("unexpected {other:?}"))),
         }
     }
 
-    /// The next event line (`{"event", "data", "timestamp"}` as JSON), or
-    /// `None` after `within`.
-    pub fn next_event(&mut self, within: Duration) -> Result<Option<Value>, CallError> {
-        let to_json = |l: ServerLine| serde_json::to_value(l).unwrap_or(Value::Null);
-        if let Some(l) = self.events.pop_front() {
-            return Ok(Some(to_json(l)));
+    /// The next event line, or `None` after `within`.
+    pub fn next_event(&mut self, within: Duration) -> Result<Option<EventLine>, CallError> {
+        if let Some(e) = self.events.pop_front() {
+            return Ok(Some(e));
         }
         let end = Instant::now() + within;
         loop {
@@ -126,7 +115,7 @@ impl Client {
             }
             self.reader.get_ref().set_read_timeout(Some(left))?;
             match self.read_line() {
-                Ok(l @ ServerLine::Event { .. }) => return Ok(Some(to_json(l))),
+                Ok(ServerLine::Event(e)) => return Ok(Some(e)),
                 Ok(_) => continue,
                 Err(CallError::Io(e))
                     if matches!(

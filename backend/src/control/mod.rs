@@ -24,10 +24,13 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::{info, warn};
-use serde_json::{json, Value};
+use serde_json::Value;
 use spe_protocol::control::{
-    command, event, ArmFault, ArmedFaultInfo, CancelArgs, ErrorBody, ErrorClass, FaultKind,
-    Greeting, Request, Scenario, ServerLine, SetChoiceArgs, Timestamp, Trigger, VcpuArgs, VcpuSel,
+    ArmFault, ArmedFault, ArmedFaultInfo, BufferFullData, CancelArgs, Choice, ChoiceList, Command,
+    Empty, ErrorBody, ErrorClass, Event, EventLine, FaultDeliveredData, FaultKind, FaultList,
+    Greeting, Hex, NoArgs, PmbirqData, Profiling, ProfilingByEl, Reply, Request, Scenario,
+    ServerLine, SetChoiceArgs, SnapshotList, SnapshotOutcome, SnapshotResult, SpuInfo, SpuList,
+    SpuRegisters, Timestamp, Trigger, VcpuArgs, VcpuSel, VersionInfo,
 };
 use spe_protocol::regs::{pmbsr_bsc, pmbsr_ec, El, PMBSR};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
@@ -78,20 +81,8 @@ impl std::fmt::Debug for Hub {
     }
 }
 
-type Reply = Result<Value, ErrorBody>;
-
 fn err(class: ErrorClass, desc: impl Into<String>) -> ErrorBody {
-    ErrorBody {
-        class,
-        desc: desc.into(),
-    }
-}
-
-fn args<T: serde::de::DeserializeOwned + Default>(v: &Value) -> Result<T, ErrorBody> {
-    if v.is_null() {
-        return Ok(T::default());
-    }
-    serde_json::from_value(v.clone()).map_err(|e| err(ErrorClass::InvalidParameter, e.to_string()))
+    ErrorBody::new(class, desc)
 }
 
 /// The vCPUs `sel` names among `n`.
@@ -106,10 +97,6 @@ fn vcpus(sel: VcpuSel, n: usize) -> Result<std::ops::Range<usize>, ErrorBody> {
     }
 }
 
-fn hex(v: u64) -> String {
-    format!("{v:#x}")
-}
-
 fn now() -> Timestamp {
     let d = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -118,10 +105,6 @@ fn now() -> Timestamp {
         seconds: d.as_secs(),
         microseconds: d.subsec_micros(),
     }
-}
-
-fn fault_name(kind: &FaultKind) -> Value {
-    serde_json::to_value(kind).unwrap_or(Value::Null)
 }
 
 impl Hub {
@@ -262,7 +245,10 @@ impl Hub {
     /// the reply line: what the front end does for each queued call, and
     /// what the fuzz target drives directly.
     pub fn run_command(&self, req: &Request, spus: Option<&mut [Spu]>) -> ServerLine {
-        line(self.execute(req, spus), req.id.clone())
+        let ret = self.execute(req, spus).and_then(|r| {
+            serde_json::to_value(r).map_err(|e| err(ErrorClass::GenericError, e.to_string()))
+        });
+        line(ret, req.id.clone())
     }
 
     /// A VM connected with these SPUs: seed them, and arm the scenario's
@@ -324,18 +310,20 @@ impl Hub {
             return;
         }
         let pmbsr = spu.pmbsr();
-        self.emit(
-            event::PMBIRQ,
-            json!({"vcpu": vcpu, "level": level, "pmbsr": hex(pmbsr)}),
-        );
+        self.emit(Event::Pmbirq(PmbirqData {
+            vcpu,
+            level,
+            pmbsr: Hex(pmbsr),
+        }));
         let full = PMBSR::S.is_set(pmbsr)
             && PMBSR::EC.get(pmbsr) == pmbsr_ec::BUFFER
             && PMBSR::BSC.get(pmbsr) == pmbsr_bsc::BUFFER_FILLED;
         if level && full {
-            self.emit(
-                event::BUFFER_FULL,
-                json!({"vcpu": vcpu, "pmbsr": hex(pmbsr), "pmbptr": hex(spu.regs().pmbptr)}),
-            );
+            self.emit(Event::BufferFull(BufferFullData {
+                vcpu,
+                pmbsr: Hex(pmbsr),
+                pmbptr: Hex(spu.regs().pmbptr),
+            }));
         }
     }
 
@@ -348,28 +336,27 @@ impl Hub {
             ),
             Some(why) => warn!("fault {} not delivered on vCPU {vcpu}: {kind}: {why}", d.id),
         }
-        self.emit(
-            event::FAULT_DELIVERED,
-            json!({
-                "id": d.id, "vcpu": vcpu, "fault": fault_name(&d.kind),
-                "delivered": d.delivered, "why": d.why,
-                "pmbsr": hex(d.pmbsr), "pmbptr": hex(d.pmbptr),
-            }),
-        );
+        self.emit(Event::FaultDelivered(FaultDeliveredData {
+            id: d.id,
+            vcpu,
+            fault: d.kind,
+            delivered: d.delivered,
+            why: d.why.map(Into::into),
+            pmbsr: Hex(d.pmbsr),
+            pmbptr: Hex(d.pmbptr),
+        }));
     }
 
     /// Sends an event line to every client; a client whose queue is full
     /// misses it, one that left is forgotten.
-    fn emit(&self, name: &str, data: Value) {
+    fn emit(&self, event: Event) {
         if !self.has_clients() {
             return;
         }
-        let l = ServerLine::Event {
-            event: name.into(),
-            data,
-            timestamp: now(),
+        let Ok(l) = EventLine::new(&event, now()) else {
+            return;
         };
-        let Ok(text) = serde_json::to_string(&l) else {
+        let Ok(text) = serde_json::to_string(&ServerLine::Event(l)) else {
             return;
         };
         let mut clients = lock(&self.clients);
@@ -391,175 +378,184 @@ impl Hub {
         serde_json::to_string(&ServerLine::Greeting(Greeting::current())).unwrap_or_default()
     }
 
-    fn execute(&self, req: &Request, spus: Option<&mut [Spu]>) -> Reply {
-        let a = &req.arguments;
-        match req.execute.as_str() {
-            command::QUERY_VERSION => Ok(json!({
-                "version": Greeting::current().spe.version,
-                "commands": command::ALL,
-            })),
-            command::QUERY_SPU => {
-                let spus = need_vm(spus)?;
-                let sel: VcpuArgs = args(a)?;
-                let out: Vec<Value> = vcpus(sel.vcpu, spus.len())?
-                    .map(|v| spu_state(v, &spus[v]))
-                    .collect();
-                Ok(json!({ "vcpus": out }))
-            }
-            command::ARM_FAULT => {
-                let arm = ArmFault::from_value(if a.is_null() { json!({}) } else { a.clone() })
-                    .map_err(|e| err(ErrorClass::InvalidParameter, e))?;
-                check_fault(&self.features, &arm.kind)
-                    .map_err(|e| err(ErrorClass::Unsupported, e.0))?;
-                let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                let Some(spus) = spus else {
-                    if arm.trigger == Trigger::Now {
-                        return Err(err(
-                            ErrorClass::NoVm,
-                            "no VM is connected to deliver it now",
-                        ));
-                    }
-                    lock(&self.pending).push((id, arm));
-                    return Ok(json!({"id": id, "pending": true}));
-                };
-                let range = vcpus(arm.vcpu, spus.len())?;
-                if let Trigger::AfterMs { ms } = arm.trigger {
-                    self.arm_timed(id, arm, ms);
-                    return Ok(json!({"id": id, "pending": false}));
-                }
-                if arm.trigger == Trigger::Now {
-                    if let Some(v) = range.clone().find(|&v| spus[v].spe_profiling_stopped()) {
-                        return Err(err(
-                            ErrorClass::InvalidParameter,
-                            format!("vCPU {v} has a management event pending (PMBSR.S = 1); a PE raises no other until software clears it"),
-                        ));
-                    }
-                }
-                for v in range {
-                    spus[v].arm_fault(id, arm.kind, arm.trigger);
-                }
-                info!(
-                    "fault {id} armed: {}",
-                    serde_json::to_string(&arm).unwrap_or_default()
-                );
-                Ok(json!({"id": id, "pending": false}))
-            }
-            command::QUERY_FAULTS => {
-                let mut out: Vec<ArmedFaultInfo> = lock(&self.pending)
-                    .iter()
-                    .map(|(id, a)| ArmedFaultInfo {
-                        id: *id,
-                        vcpu: None,
-                        kind: a.kind,
-                        trigger: a.trigger,
-                    })
-                    .collect();
-                out.extend(lock(&self.timed).iter().map(|(_, id, a)| ArmedFaultInfo {
-                    id: *id,
-                    vcpu: match a.vcpu {
-                        VcpuSel::One(v) => Some(v),
-                        VcpuSel::All => None,
-                    },
-                    kind: a.kind,
-                    trigger: a.trigger,
-                }));
-                for (v, spu) in spus.into_iter().flatten().enumerate() {
-                    out.extend(spu.armed_faults().iter().map(|f| ArmedFaultInfo {
-                        id: f.id,
-                        vcpu: Some(v as u32),
-                        kind: f.kind,
-                        trigger: f.trigger,
-                    }));
-                }
-                Ok(json!({ "faults": out }))
-            }
-            command::CANCEL_FAULT => {
-                let c: CancelArgs = serde_json::from_value(a.clone())
-                    .map_err(|e| err(ErrorClass::InvalidParameter, e.to_string()))?;
-                let mut found = false;
-                lock(&self.pending).retain(|(id, _)| {
-                    found |= *id == c.id;
-                    *id != c.id
-                });
-                lock(&self.timed).retain(|(_, id, _)| {
-                    found |= *id == c.id;
-                    *id != c.id
-                });
-                for spu in spus.into_iter().flatten() {
-                    found |= spu.cancel_fault(c.id);
-                }
-                if !found {
-                    return Err(err(
-                        ErrorClass::InvalidParameter,
-                        format!("no armed fault has id {}", c.id),
-                    ));
-                }
-                Ok(json!({}))
-            }
-            command::SNAPSHOT => {
-                let spus = need_vm(spus)?;
-                if !self.features.pmu_ss {
-                    return Err(err(
-                        ErrorClass::Unsupported,
-                        "this CPU profile has no FEAT_PMUv3_SS (use --cpu max)",
-                    ));
-                }
-                let sel: VcpuArgs = args(a)?;
-                let out: Vec<Value> = vcpus(sel.vcpu, spus.len())?
-                    .map(|v| {
-                        let spu = &mut spus[v];
-                        let counters = spu.pmu_counters();
-                        let outcome = match spu.external_snapshot_request(counters) {
-                            CaptureOutcome::Disabled => "disabled",
-                            CaptureOutcome::Prohibited => "prohibited",
-                            CaptureOutcome::Allowed { .. } => "captured",
-                        };
-                        json!({"vcpu": v, "outcome": outcome, "pmsscr": hex(spu.regs().pmsscr)})
-                    })
-                    .collect();
-                Ok(json!({ "vcpus": out }))
-            }
-            command::RESET_STATS => {
-                let spus = need_vm(spus)?;
-                let sel: VcpuArgs = args(a)?;
-                for v in vcpus(sel.vcpu, spus.len())? {
-                    spus[v].reset_stats();
-                }
-                Ok(json!({}))
-            }
-            command::QUERY_CHOICES => {
-                let c = match spus {
-                    Some(spus) if !spus.is_empty() => spus[0].choices(),
-                    _ => *lock(&self.choices),
-                };
-                let list: Vec<Value> = c
-                    .list()
-                    .iter()
-                    .map(|i| json!({"name": i.name, "value": i.value, "permitted": i.permitted, "rule": i.rule}))
-                    .collect();
-                Ok(json!({ "choices": list }))
-            }
-            command::SET_CHOICE => {
-                let a: SetChoiceArgs = serde_json::from_value(a.clone())
-                    .map_err(|e| err(ErrorClass::InvalidParameter, e.to_string()))?;
-                let mut next = lock(&self.choices);
-                next.set(&a.name, &a.value)
-                    .map_err(|e| err(ErrorClass::InvalidParameter, e))?;
-                for spu in spus.into_iter().flatten() {
-                    let mut c = spu.choices();
-                    c.set(&a.name, &a.value)
-                        .map_err(|e| err(ErrorClass::InvalidParameter, e))?;
-                    spu.set_choices(c);
-                }
-                info!("choice {}={}", a.name, a.value);
-                Ok(json!({}))
-            }
-            other => Err(err(
-                ErrorClass::CommandNotFound,
-                format!("no command {other:?}; query-version lists them"),
-            )),
+    /// Types `req` and runs it: one function a command, each returning its
+    /// typed reply, serialised by [`Hub::run_command`].
+    fn execute(&self, req: &Request, spus: Option<&mut [Spu]>) -> Result<Reply, ErrorBody> {
+        match Command::from_request(req)? {
+            Command::QueryVersion(NoArgs {}) => Ok(Reply::Version(VersionInfo::current())),
+            Command::QuerySpu(a) => query_spu(a, spus).map(Reply::Spus),
+            Command::ArmFault(a) => self.arm_fault(a, spus).map(Reply::Armed),
+            Command::QueryFaults(NoArgs {}) => Ok(Reply::Faults(self.query_faults(spus))),
+            Command::CancelFault(a) => self.cancel_fault(a, spus).map(Reply::Done),
+            Command::Snapshot(a) => self.snapshot(a, spus).map(Reply::Snapshots),
+            Command::ResetStats(a) => reset_stats(a, spus).map(Reply::Done),
+            Command::QueryChoices(NoArgs {}) => Ok(Reply::Choices(self.query_choices(spus))),
+            Command::SetChoice(a) => self.set_choice(a, spus).map(Reply::Done),
         }
     }
+
+    fn arm_fault(&self, arm: ArmFault, spus: Option<&mut [Spu]>) -> Result<ArmedFault, ErrorBody> {
+        check_fault(&self.features, &arm.kind).map_err(|e| err(ErrorClass::Unsupported, e.0))?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let Some(spus) = spus else {
+            if arm.trigger == Trigger::Now {
+                return Err(err(
+                    ErrorClass::NoVm,
+                    "no VM is connected to deliver it now",
+                ));
+            }
+            lock(&self.pending).push((id, arm));
+            return Ok(ArmedFault { id, pending: true });
+        };
+        let range = vcpus(arm.vcpu, spus.len())?;
+        if let Trigger::AfterMs { ms } = arm.trigger {
+            self.arm_timed(id, arm, ms);
+            return Ok(ArmedFault { id, pending: false });
+        }
+        if arm.trigger == Trigger::Now {
+            if let Some(v) = range.clone().find(|&v| spus[v].spe_profiling_stopped()) {
+                return Err(err(
+                    ErrorClass::InvalidParameter,
+                    format!("vCPU {v} has a management event pending (PMBSR.S = 1); a PE raises no other until software clears it"),
+                ));
+            }
+        }
+        for v in range {
+            spus[v].arm_fault(id, arm.kind, arm.trigger);
+        }
+        info!(
+            "fault {id} armed: {}",
+            serde_json::to_string(&arm).unwrap_or_default()
+        );
+        Ok(ArmedFault { id, pending: false })
+    }
+
+    fn query_faults(&self, spus: Option<&mut [Spu]>) -> FaultList {
+        let mut out: Vec<ArmedFaultInfo> = lock(&self.pending)
+            .iter()
+            .map(|(id, a)| ArmedFaultInfo {
+                id: *id,
+                vcpu: None,
+                kind: a.kind,
+                trigger: a.trigger,
+            })
+            .collect();
+        out.extend(lock(&self.timed).iter().map(|(_, id, a)| ArmedFaultInfo {
+            id: *id,
+            vcpu: match a.vcpu {
+                VcpuSel::One(v) => Some(v),
+                VcpuSel::All => None,
+            },
+            kind: a.kind,
+            trigger: a.trigger,
+        }));
+        for (v, spu) in spus.into_iter().flatten().enumerate() {
+            out.extend(spu.armed_faults().iter().map(|f| ArmedFaultInfo {
+                id: f.id,
+                vcpu: Some(v as u32),
+                kind: f.kind,
+                trigger: f.trigger,
+            }));
+        }
+        FaultList { faults: out }
+    }
+
+    fn cancel_fault(&self, c: CancelArgs, spus: Option<&mut [Spu]>) -> Result<Empty, ErrorBody> {
+        let mut found = false;
+        lock(&self.pending).retain(|(id, _)| {
+            found |= *id == c.id;
+            *id != c.id
+        });
+        lock(&self.timed).retain(|(_, id, _)| {
+            found |= *id == c.id;
+            *id != c.id
+        });
+        for spu in spus.into_iter().flatten() {
+            found |= spu.cancel_fault(c.id);
+        }
+        if !found {
+            return Err(err(
+                ErrorClass::InvalidParameter,
+                format!("no armed fault has id {}", c.id),
+            ));
+        }
+        Ok(Empty {})
+    }
+
+    fn snapshot(&self, a: VcpuArgs, spus: Option<&mut [Spu]>) -> Result<SnapshotList, ErrorBody> {
+        let spus = need_vm(spus)?;
+        if !self.features.pmu_ss {
+            return Err(err(
+                ErrorClass::Unsupported,
+                "this CPU profile has no FEAT_PMUv3_SS (use --cpu max)",
+            ));
+        }
+        let vcpus = vcpus(a.vcpu, spus.len())?
+            .map(|v| {
+                let spu = &mut spus[v];
+                let counters = spu.pmu_counters();
+                let outcome = match spu.external_snapshot_request(counters) {
+                    CaptureOutcome::Disabled => SnapshotOutcome::Disabled,
+                    CaptureOutcome::Prohibited => SnapshotOutcome::Prohibited,
+                    CaptureOutcome::Allowed { .. } => SnapshotOutcome::Captured,
+                };
+                SnapshotResult {
+                    vcpu: v as u32,
+                    outcome,
+                    pmsscr: Hex(spu.regs().pmsscr),
+                }
+            })
+            .collect();
+        Ok(SnapshotList { vcpus })
+    }
+
+    fn query_choices(&self, spus: Option<&mut [Spu]>) -> ChoiceList {
+        let c = match spus {
+            Some(spus) if !spus.is_empty() => spus[0].choices(),
+            _ => *lock(&self.choices),
+        };
+        let choices = c
+            .list()
+            .iter()
+            .map(|i| Choice {
+                name: i.name.into(),
+                value: i.value.into(),
+                permitted: i.permitted.iter().map(|&p| p.into()).collect(),
+                rule: i.rule.into(),
+            })
+            .collect();
+        ChoiceList { choices }
+    }
+
+    fn set_choice(&self, a: SetChoiceArgs, spus: Option<&mut [Spu]>) -> Result<Empty, ErrorBody> {
+        let mut next = lock(&self.choices);
+        next.set(&a.name, &a.value)
+            .map_err(|e| err(ErrorClass::InvalidParameter, e.to_string()))?;
+        for spu in spus.into_iter().flatten() {
+            let mut c = spu.choices();
+            c.set(&a.name, &a.value)
+                .map_err(|e| err(ErrorClass::InvalidParameter, e.to_string()))?;
+            spu.set_choices(c);
+        }
+        info!("choice {}={}", a.name, a.value);
+        Ok(Empty {})
+    }
+}
+
+fn query_spu(a: VcpuArgs, spus: Option<&mut [Spu]>) -> Result<SpuList, ErrorBody> {
+    let spus = need_vm(spus)?;
+    let vcpus = vcpus(a.vcpu, spus.len())?
+        .map(|v| spu_info(v, &spus[v]))
+        .collect();
+    Ok(SpuList { vcpus })
+}
+
+fn reset_stats(a: VcpuArgs, spus: Option<&mut [Spu]>) -> Result<Empty, ErrorBody> {
+    let spus = need_vm(spus)?;
+    for v in vcpus(a.vcpu, spus.len())? {
+        spus[v].reset_stats();
+    }
+    Ok(Empty {})
 }
 
 /// Whether the PE of `features` could produce `kind` (a scenario file's
@@ -572,7 +568,7 @@ fn need_vm(spus: Option<&mut [Spu]>) -> Result<&mut [Spu], ErrorBody> {
     spus.ok_or_else(|| err(ErrorClass::NoVm, "no VM is connected"))
 }
 
-fn line(r: Reply, id: Option<Value>) -> ServerLine {
+fn line(r: Result<Value, ErrorBody>, id: Option<Value>) -> ServerLine {
     match r {
         Ok(ret) => ServerLine::Return { ret, id },
         Err(error) => ServerLine::Error { error, id },
@@ -580,57 +576,42 @@ fn line(r: Reply, id: Option<Value>) -> ServerLine {
 }
 
 /// `query-spu`'s answer for one vCPU.
-fn spu_state(v: usize, spu: &Spu) -> Value {
+fn spu_info(v: usize, spu: &Spu) -> SpuInfo {
     let r = spu.regs();
-    let s = spu.stats();
-    let mut regs = serde_json::Map::new();
-    for (name, val) in [
-        ("PMSCR_EL1", r.pmscr_el1),
-        ("PMSCR_EL2", r.pmscr_el2),
-        ("PMSICR_EL1", r.pmsicr),
-        ("PMSIRR_EL1", r.pmsirr),
-        ("PMSFCR_EL1", r.pmsfcr),
-        ("PMSEVFR_EL1", r.pmsevfr),
-        ("PMSNEVFR_EL1", r.pmsnevfr),
-        ("PMSLATFR_EL1", r.pmslatfr),
-        ("PMSDSFR_EL1", r.pmsdsfr),
-        ("PMSIDR_EL1", spu.features().pmsidr()),
-        ("PMBIDR_EL1", spu.features().pmbidr()),
-        ("PMBLIMITR_EL1", r.pmblimitr),
-        ("PMBPTR_EL1", r.pmbptr),
-        ("PMBSR_EL1", r.pmbsr_el1),
-        ("PMBSR_EL2", r.pmbsr_el2),
-        ("PMBSR_EL3", r.pmbsr_el3),
-        ("PMSSCR_EL1", r.pmsscr),
-        ("PMECR_EL1", r.pmecr),
-    ] {
-        regs.insert(name.into(), Value::String(hex(val)));
-    }
-    let mut why = serde_json::Map::new();
-    for el in [El::El0, El::El1, El::El2] {
-        let w = spu.why_profiling_disabled(el);
-        why.insert(
-            format!("el{}", el as u8),
-            w.map_or(
-                json!({"enabled": true}),
-                |w| json!({"enabled": false, "why": w}),
-            ),
-        );
-    }
-    json!({
-        "vcpu": v,
-        "el": spu.context().el as u8,
-        "profiling": why,
-        "pmbirq": spu.pmbirq(),
-        "owning_regime": spu.owning_translation_regime().to_string(),
-        "registers": regs,
-        "stats": {
-            "samples": s.samples, "counted": s.counted, "filtered": s.filtered,
-            "records": s.records, "bytes": s.bytes, "discarded": s.discarded,
-            "management_events": s.management_events,
+    let why = |el| Profiling::from_why(spu.why_profiling_disabled(el));
+    SpuInfo {
+        vcpu: v as u32,
+        el: spu.context().el as u8,
+        profiling: ProfilingByEl {
+            el0: why(El::El0),
+            el1: why(El::El1),
+            el2: why(El::El2),
         },
-        "armed_faults": spu.armed_faults().iter().map(|f| f.id).collect::<Vec<_>>(),
-    })
+        pmbirq: spu.pmbirq(),
+        owning_regime: spu.owning_translation_regime().to_string(),
+        registers: SpuRegisters {
+            pmscr_el1: Hex(r.pmscr_el1),
+            pmscr_el2: Hex(r.pmscr_el2),
+            pmsicr_el1: Hex(r.pmsicr),
+            pmsirr_el1: Hex(r.pmsirr),
+            pmsfcr_el1: Hex(r.pmsfcr),
+            pmsevfr_el1: Hex(r.pmsevfr),
+            pmsnevfr_el1: Hex(r.pmsnevfr),
+            pmslatfr_el1: Hex(r.pmslatfr),
+            pmsdsfr_el1: Hex(r.pmsdsfr),
+            pmsidr_el1: Hex(spu.features().pmsidr()),
+            pmbidr_el1: Hex(spu.features().pmbidr()),
+            pmblimitr_el1: Hex(r.pmblimitr),
+            pmbptr_el1: Hex(r.pmbptr),
+            pmbsr_el1: Hex(r.pmbsr_el1),
+            pmbsr_el2: Hex(r.pmbsr_el2),
+            pmbsr_el3: Hex(r.pmbsr_el3),
+            pmsscr_el1: Hex(r.pmsscr),
+            pmecr_el1: Hex(r.pmecr),
+        },
+        stats: spu.stats(),
+        armed_faults: spu.armed_faults().iter().map(|f| f.id).collect(),
+    }
 }
 
 #[cfg(test)]

@@ -1,17 +1,23 @@
 //! The hub's commands, and the socket with a real client.
 
-use super::client::{CallError, Client};
+use super::client::{CallError, ControlClient};
 use super::*;
 use crate::spu::test_util::{linux_spu, load, mem, Mem};
 use serde_json::json;
+use spe_protocol::control::{Event, ServerLine};
 use std::sync::Arc;
 
-fn req(name: &str, arguments: Value) -> Request {
+/// A request as a client could send it, typed or not.
+fn raw(name: &str, arguments: Value) -> Request {
     Request {
         execute: name.into(),
         arguments,
         id: Some(json!(9)),
     }
+}
+
+fn req(cmd: &Command) -> Request {
+    cmd.to_request(Some(json!(9))).unwrap()
 }
 
 fn class(l: &ServerLine) -> Option<ErrorClass> {
@@ -24,42 +30,54 @@ fn class(l: &ServerLine) -> Option<ErrorClass> {
     }
 }
 
-fn ret(l: ServerLine) -> Value {
-    match l {
+/// Runs `cmd` on the hub, and reads its reply as a client would.
+fn call(hub: &Hub, cmd: &Command) -> Reply {
+    match hub.call(req(cmd)) {
         ServerLine::Return { ret, id } => {
             assert_eq!(id, Some(json!(9)));
-            ret
+            cmd.parse_reply(ret).unwrap()
         }
-        other => panic!("{other:?}"),
+        other => panic!("{cmd:?}: {other:?}"),
     }
 }
+
+fn arm(a: Value) -> Command {
+    Command::ArmFault(ArmFault::try_from(a).unwrap())
+}
+
+fn faults(r: Reply) -> Vec<ArmedFaultInfo> {
+    let Reply::Faults(f) = r else { panic!("{r:?}") };
+    f.faults
+}
+
+fn armed(r: Reply) -> ArmedFault {
+    let Reply::Armed(a) = r else { panic!("{r:?}") };
+    a
+}
+
+const QUERY_FAULTS: Command = Command::QueryFaults(NoArgs {});
 
 #[test]
 fn without_a_vm_faults_wait_for_the_next_one() {
     let hub = Hub::new(Features::default(), Scenario::default()).unwrap();
-    let armed = ret(hub.call(req(
-        command::ARM_FAULT,
-        json!({"kind": "buffer-full", "trigger": "after-records", "count": 3}),
-    )));
-    assert_eq!(armed["pending"], true);
-    let id = armed["id"].as_u64().unwrap() as u32;
-    let faults = ret(hub.call(req(command::QUERY_FAULTS, Value::Null)));
-    assert_eq!(faults["faults"][0]["id"], id);
-    assert_eq!(faults["faults"][0]["vcpu"], Value::Null);
+    let a = armed(call(
+        &hub,
+        &arm(json!({"kind": "buffer-full", "trigger": "after-records", "count": 3})),
+    ));
+    assert!(a.pending);
+    let listed = faults(call(&hub, &QUERY_FAULTS));
+    assert_eq!((listed[0].id, listed[0].vcpu), (a.id, None));
     // Needing a VM, refused with NoVm; "now" cannot wait.
-    for (name, a) in [
-        (command::QUERY_SPU, Value::Null),
-        (command::RESET_STATS, Value::Null),
-        (command::SNAPSHOT, Value::Null),
-        (
-            command::ARM_FAULT,
-            json!({"kind": "buffer-full", "trigger": "now"}),
-        ),
+    for cmd in [
+        Command::QuerySpu(VcpuArgs::default()),
+        Command::ResetStats(VcpuArgs::default()),
+        Command::Snapshot(VcpuArgs::default()),
+        arm(json!({"kind": "buffer-full", "trigger": "now"})),
     ] {
         assert_eq!(
-            class(&hub.call(req(name, a))),
+            class(&hub.call(req(&cmd))),
             Some(ErrorClass::NoVm),
-            "{name}"
+            "{cmd:?}"
         );
     }
     // The VM connects: the fault moves to its SPUs.
@@ -68,11 +86,8 @@ fn without_a_vm_faults_wait_for_the_next_one() {
         .map(|_| linux_spu(&m, Features::default(), 4).0)
         .collect();
     hub.vm_started(&mut spus);
-    assert!(spus.iter().all(|s| s.armed_faults()[0].id == id));
-    assert_eq!(
-        ret(hub.call(req(command::QUERY_FAULTS, Value::Null)))["faults"],
-        json!([])
-    );
+    assert!(spus.iter().all(|s| s.armed_faults()[0].id == a.id));
+    assert_eq!(faults(call(&hub, &QUERY_FAULTS)), []);
 }
 
 #[test]
@@ -81,39 +96,36 @@ fn bad_commands_get_their_error_class() {
     let rows = [
         ("no-such-command", Value::Null, ErrorClass::CommandNotFound),
         (
-            command::ARM_FAULT,
+            "arm-fault",
             json!({"kind": "nope", "trigger": "now"}),
             ErrorClass::InvalidParameter,
         ),
+        ("arm-fault", Value::Null, ErrorClass::InvalidParameter),
         (
-            command::ARM_FAULT,
-            Value::Null,
-            ErrorClass::InvalidParameter,
-        ),
-        (
-            command::ARM_FAULT,
+            "arm-fault",
             json!({"kind": "stage2", "fault": "translation", "level": 1, "trigger": "next-record"}),
             ErrorClass::Unsupported,
         ),
         (
-            command::ARM_FAULT,
+            "arm-fault",
             json!({"kind": "granule-protection", "trigger": "next-record"}),
             ErrorClass::Unsupported,
         ),
         (
-            command::CANCEL_FAULT,
+            "cancel-fault",
             json!({"id": 12345}),
             ErrorClass::InvalidParameter,
         ),
+        ("cancel-fault", json!({}), ErrorClass::InvalidParameter),
         (
-            command::CANCEL_FAULT,
-            json!({}),
+            "query-faults",
+            json!({"all": true}),
             ErrorClass::InvalidParameter,
         ),
     ];
     for (name, a, want) in rows {
         assert_eq!(
-            class(&hub.call(req(name, a.clone()))),
+            class(&hub.call(raw(name, a.clone()))),
             Some(want),
             "{name} {a}"
         );
@@ -124,22 +136,27 @@ fn bad_commands_get_their_error_class() {
         json!({"name": "nope", "value": "x"}),
         json!({"name": "overrun"}),
     ] {
-        let l = hub.call(req(command::SET_CHOICE, bad.clone()));
+        let l = hub.call(raw("set-choice", bad.clone()));
         assert_eq!(class(&l), Some(ErrorClass::InvalidParameter), "{bad}");
     }
-    ret(hub.call(req(
-        command::SET_CHOICE,
-        json!({"name": "overrun", "value": "imp-def"}),
-    )));
-    let c = ret(hub.call(req(command::QUERY_CHOICES, Value::Null)));
-    assert_eq!(c["choices"][0]["name"], "overrun");
-    assert_eq!(c["choices"][0]["value"], "imp-def");
+    let set = Command::SetChoice(SetChoiceArgs {
+        name: "overrun".into(),
+        value: "imp-def".into(),
+    });
+    assert_eq!(call(&hub, &set), Reply::Done(Empty {}));
+    let Reply::Choices(c) = call(&hub, &Command::QueryChoices(NoArgs {})) else {
+        panic!("not the choices")
+    };
+    assert_eq!(
+        (c.choices[0].name.as_str(), c.choices[0].value.as_str()),
+        ("overrun", "imp-def")
+    );
     let m = mem(8 << 20);
     let mut spus = vec![linux_spu(&m, Features::neoverse_n1(), 1).0];
     hub.vm_started(&mut spus);
     assert_eq!(spus[0].choices().list()[0].value, "imp-def");
-    let v = ret(hub.call(req(command::QUERY_VERSION, Value::Null)));
-    assert_eq!(v["version"]["major"], spe_protocol::control::VERSION_MAJOR);
+    let v = call(&hub, &Command::QueryVersion(NoArgs {}));
+    assert_eq!(v, Reply::Version(VersionInfo::current()));
 }
 
 /// A front end as the QEMU channel runs it: serves calls between its own
@@ -175,6 +192,28 @@ fn front_end(hub: Arc<Hub>, m: Mem, stop: Arc<AtomicBool>) -> std::thread::JoinH
     fe
 }
 
+fn query_spu(c: &mut ControlClient, vcpu: u32) -> Result<SpuInfo, CallError> {
+    let cmd = Command::QuerySpu(VcpuArgs {
+        vcpu: VcpuSel::One(vcpu),
+    });
+    match c.execute(&cmd)? {
+        Reply::Spus(mut l) if l.vcpus.len() == 1 => Ok(l.vcpus.remove(0)),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The next FAULT_DELIVERED event of fault `id`.
+fn delivered(c: &mut ControlClient, id: u32) -> FaultDeliveredData {
+    while let Some(e) = c.next_event(Duration::from_secs(5)).unwrap() {
+        if let Ok(Event::FaultDelivered(d)) = e.parse() {
+            if d.id == id {
+                return d;
+            }
+        }
+    }
+    panic!("fault {id} was not delivered");
+}
+
 #[test]
 fn a_client_over_the_socket() {
     let dir = std::env::temp_dir().join(format!("spe-ctl-test-{}", std::process::id()));
@@ -185,30 +224,37 @@ fn a_client_over_the_socket() {
     let stop = Arc::new(AtomicBool::new(false));
     let fe = front_end(hub.clone(), mem(8 << 20), stop.clone());
 
-    let mut c = Client::connect(&path).unwrap();
+    let mut c = ControlClient::connect(&path).unwrap();
     assert_eq!(
         c.greeting().spe.version.major,
         spe_protocol::control::VERSION_MAJOR
     );
-    // Malformed input gets an error, and the connection stays usable.
-    for bad in [
-        "{",
-        "[]",
-        "{\"execute\": 5}",
-        "\"x\"",
-        "{\"execute\":\"query-spu\",\"extra\":1}",
+    // Malformed input gets an error of its class, and the connection
+    // stays usable.
+    for (bad, want) in [
+        ("{", ErrorClass::GenericError),
+        ("[]", ErrorClass::GenericError),
+        ("{\"execute\": 5}", ErrorClass::GenericError),
+        ("\"x\"", ErrorClass::GenericError),
+        (
+            "{\"execute\":\"query-spu\",\"extra\":1}",
+            ErrorClass::GenericError,
+        ),
+        ("{\"execute\":\"query-sp\"}", ErrorClass::CommandNotFound),
+        (
+            "{\"execute\":\"query-spu\",\"arguments\":{\"vcpu\":\"x\"}}",
+            ErrorClass::InvalidParameter,
+        ),
     ] {
-        let l = c.send_raw(bad).unwrap();
-        assert!(matches!(l, ServerLine::Error { .. }), "{bad}: {l:?}");
+        match c.send_raw(bad).unwrap() {
+            ServerLine::Error { error, .. } => assert_eq!(error.class, want, "{bad}"),
+            l => panic!("{bad}: {l:?}"),
+        }
     }
-    let q = c.execute(command::QUERY_SPU, json!({"vcpu": 1})).unwrap();
-    assert_eq!(q["vcpus"][0]["vcpu"], 1);
-    assert_eq!(q["vcpus"][0]["profiling"]["el1"]["enabled"], true);
-    assert!(q["vcpus"][0]["registers"]["PMBPTR_EL1"]
-        .as_str()
-        .unwrap()
-        .starts_with("0x"));
-    match c.execute(command::QUERY_SPU, json!({"vcpu": 2})) {
+    let q = query_spu(&mut c, 1).unwrap();
+    assert_eq!(q.vcpu, 1);
+    assert!(q.profiling.el1.enabled);
+    match query_spu(&mut c, 2) {
         Err(CallError::Server(e)) => assert_eq!(e.class, ErrorClass::InvalidParameter),
         other => panic!("{other:?}"),
     }
@@ -216,81 +262,66 @@ fn a_client_over_the_socket() {
     // A fault on vCPU 0's next record: an event says where it landed, and
     // the SPU says why profiling stopped.
     let a = c
-        .execute(
-            command::ARM_FAULT,
+        .execute(&arm(
             json!({"vcpu": 0, "kind": "external-abort", "trigger": "next-record"}),
-        )
+        ))
+        .map(armed)
         .unwrap();
-    let id = a["id"].clone();
-    let mut got = None;
-    while let Some(e) = c.next_event(Duration::from_secs(5)).unwrap() {
-        if e["event"] == event::FAULT_DELIVERED {
-            got = Some(e);
-            break;
-        }
-    }
-    let e = got.expect("no FAULT_DELIVERED event");
-    assert_eq!(e["data"]["id"], id);
-    assert_eq!(e["data"]["vcpu"], 0);
-    assert_eq!(e["data"]["pmbsr"], "0x90060010", "EC 0x24, EA, S, FSC 0x10");
-    let q = c.execute(command::QUERY_SPU, json!({"vcpu": 0})).unwrap();
-    let why = q["vcpus"][0]["profiling"]["el1"]["why"].as_str().unwrap();
+    assert!(!a.pending);
+    let d = delivered(&mut c, a.id);
+    assert_eq!(d.vcpu, 0);
+    assert_eq!(d.pmbsr, Hex(0x9006_0010), "EC 0x24, EA, S, FSC 0x10");
+    let q = query_spu(&mut c, 0).unwrap();
+    let why = q.profiling.el1.why.unwrap_or_default();
     assert!(why.contains("PMBSR.S is 1"), "{why}");
-    assert_eq!(q["vcpus"][0]["pmbirq"], true);
+    assert!(q.pmbirq);
+    assert_eq!(q.registers.pmbsr_el1, Hex(0x9006_0010));
     // While S is 1 a "now" fault is refused, as no PE could raise it.
     assert!(c
-        .execute(
-            command::ARM_FAULT,
+        .execute(&arm(
             json!({"vcpu": 0, "kind": "buffer-full", "trigger": "now"})
-        )
+        ))
         .is_err());
 
     // A timed fault: listed and cancellable until its time, then delivered
     // as `now` on vCPU 1.
     let t = c
-        .execute(
-            command::ARM_FAULT,
+        .execute(&arm(
             json!({"vcpu": 1, "kind": "buffer-full", "trigger": "after-ms", "ms": 60000}),
-        )
+        ))
+        .map(armed)
         .unwrap();
-    let listed = c.execute(command::QUERY_FAULTS, Value::Null).unwrap();
-    assert!(listed["faults"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .any(|f| f["id"] == t["id"]));
-    c.execute(command::CANCEL_FAULT, json!({"id": t["id"]}))
+    let listed = c.execute(&QUERY_FAULTS).map(faults).unwrap();
+    assert!(listed.iter().any(|f| f.id == t.id));
+    c.execute(&Command::CancelFault(CancelArgs { id: t.id }))
         .unwrap();
+    let listed = c.execute(&QUERY_FAULTS).map(faults).unwrap();
+    assert!(listed.iter().all(|f| f.id != t.id));
     let t = c
-        .execute(
-            command::ARM_FAULT,
+        .execute(&arm(
             json!({"vcpu": 1, "kind": "imp-def", "syndrome": 7, "trigger": "after-ms", "ms": 50}),
-        )
+        ))
+        .map(armed)
         .unwrap();
-    let mut timed = None;
-    while let Some(e) = c.next_event(Duration::from_secs(5)).unwrap() {
-        if e["event"] == event::FAULT_DELIVERED && e["data"]["id"] == t["id"] {
-            timed = Some(e);
-            break;
-        }
-    }
-    let e = timed.expect("the timed fault was not delivered");
-    assert_eq!(e["data"]["vcpu"], 1);
-    assert_eq!(e["data"]["pmbsr"], "0x7c020007", "EC 0x1F, S, syndrome 7");
+    let d = delivered(&mut c, t.id);
+    assert_eq!(d.vcpu, 1);
+    assert_eq!(d.pmbsr, Hex(0x7c02_0007), "EC 0x1F, S, syndrome 7");
 
     // Snapshot from the host, with capture events disabled (PMECR = 0).
-    let s = c
-        .execute(command::SNAPSHOT, json!({"vcpu": "all"}))
+    let Reply::Snapshots(s) = c.execute(&Command::Snapshot(VcpuArgs::default())).unwrap() else {
+        panic!("not a snapshot")
+    };
+    assert_eq!(s.vcpus[1].outcome, SnapshotOutcome::Disabled);
+    c.execute(&Command::ResetStats(VcpuArgs::default()))
         .unwrap();
-    assert_eq!(s["vcpus"][1]["outcome"], "disabled");
-    c.execute(command::RESET_STATS, Value::Null).unwrap();
 
     // An overlong line closes that connection only.
-    let mut other = Client::connect(&path).unwrap();
+    let version = Command::QueryVersion(NoArgs {});
+    let mut other = ControlClient::connect(&path).unwrap();
     let long = "x".repeat(spe_protocol::control::MAX_LINE + 10);
     let _ = other.send_raw(&long);
-    assert!(other.execute(command::QUERY_VERSION, Value::Null).is_err());
-    c.execute(command::QUERY_VERSION, Value::Null).unwrap();
+    assert!(other.execute(&version).is_err());
+    c.execute(&version).unwrap();
 
     stop.store(true, Ordering::Relaxed);
     fe.join().unwrap();

@@ -26,13 +26,13 @@ fn bad(e: impl std::fmt::Display) -> io::Error {
 
 /// One connection to the backend, speaking as QEMU.
 #[derive(Debug)]
-pub struct Client {
+pub struct ChannelClient {
     stream: UnixStream,
 }
 
-impl Client {
-    pub fn connect(path: &Path) -> io::Result<Client> {
-        Ok(Client {
+impl ChannelClient {
+    pub fn connect(path: &Path) -> io::Result<ChannelClient> {
+        Ok(ChannelClient {
             stream: UnixStream::connect(path)?,
         })
     }
@@ -76,7 +76,7 @@ impl Client {
         msg.extend_from_slice(payload);
         self.send_raw(&msg, fds)?;
         // Poll before the blocking read, as QEMU's vCPUs do.
-        super::input_within(&self.stream, REPLY_SPIN);
+        super::conn::input_within(&self.stream, REPLY_SPIN);
         // Replies have a fixed size per type and arrive in one write, so
         // one read usually gets all of it (this is the latency path).
         let want = match t {

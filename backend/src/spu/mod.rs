@@ -134,10 +134,13 @@ impl Features {
 
     /// The same PE recommending a sampling interval of `ops` operations
     /// (PMSIDR_EL1.Interval), which Linux's driver takes as the minimum
-    /// period and perf as its default; `None` if no encoding gives `ops`.
-    pub fn with_min_interval(self, ops: u32) -> Option<Self> {
-        let (enc, _) = Self::INTERVALS.iter().find(|(_, n)| *n == ops)?;
-        Some(Features {
+    /// period and perf as its default.
+    pub fn with_min_interval(self, ops: u32) -> Result<Self, FeatureError> {
+        let (enc, _) = Self::INTERVALS
+            .iter()
+            .find(|(_, n)| *n == ops)
+            .ok_or(FeatureError::Interval { ops })?;
+        Ok(Features {
             pmsidr: self.pmsidr & !(0xf << 8) | enc << 8,
             ..self
         })
@@ -147,12 +150,10 @@ impl Features {
     /// every record is padded to a multiple of it, so a buffer fills to
     /// exactly its limit. A power of two up to the maximum record size
     /// (PMSIDR_EL1.MaxSize), which a record must not span past.
-    pub fn with_align(self, bytes: u64) -> Result<Self, String> {
-        let max = 1u64 << PMSIDR_EL1::MAXSIZE.get(self.pmsidr);
+    pub fn with_align(self, bytes: u64) -> Result<Self, FeatureError> {
+        let max = self.max_record_size();
         if !bytes.is_power_of_two() || bytes > max {
-            return Err(format!(
-                "the alignment must be a power of two up to the maximum record size, {max} bytes, not {bytes}"
-            ));
+            return Err(FeatureError::Align { bytes, max });
         }
         Ok(Features {
             pmbidr: PMBIDR_EL1::ALIGN.set(self.pmbidr, u64::from(bytes.trailing_zeros())),
@@ -230,17 +231,32 @@ impl Features {
     }
 }
 
-/// A feature set the model cannot implement faithfully.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FeatureError(pub String);
-
-impl std::fmt::Display for FeatureError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Why a feature set cannot be built, or the model cannot be that PE.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FeatureError {
+    #[error("PMSIDR_EL1.Interval encodes only {}, not {ops}", interval_list())]
+    Interval { ops: u32 },
+    #[error(
+        "the alignment must be a power of two up to the maximum record size, \
+         {max} bytes, not {bytes}"
+    )]
+    Align { bytes: u64, max: u64 },
+    #[error("PMSIDR_EL1.MaxSize gives {0}-byte records; the model needs 64 to 2048")]
+    RecordSize(u64),
+    #[error("PMBIDR_EL1.Align ({align} bytes) exceeds the record size ({max})")]
+    AlignAboveRecord { align: u64, max: u64 },
+    #[error("at most 31 PMU event counters, not {0}")]
+    PmuCounters(u8),
 }
 
-impl std::error::Error for FeatureError {}
+/// The intervals of [`Features::INTERVALS`], for messages.
+fn interval_list() -> String {
+    Features::INTERVALS
+        .iter()
+        .map(|(_, n)| n.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 impl Features {
     /// The largest record the model builds: two contexts, three counters,
@@ -253,18 +269,14 @@ impl Features {
     pub fn validate(&self) -> Result<(), FeatureError> {
         let max = self.max_record_size();
         if !(Self::LARGEST_RECORD..=2048).contains(&max) {
-            return Err(FeatureError(format!(
-                "PMSIDR_EL1.MaxSize gives {max}-byte records; the model needs 64 to 2048"
-            )));
+            return Err(FeatureError::RecordSize(max));
         }
         let align = 1u64 << PMBIDR_EL1::ALIGN.get(self.pmbidr);
         if align > max {
-            return Err(FeatureError(format!(
-                "PMBIDR_EL1.Align ({align} bytes) exceeds the record size ({max})"
-            )));
+            return Err(FeatureError::AlignAboveRecord { align, max });
         }
         if self.pmu_counters > 31 {
-            return Err(FeatureError("at most 31 PMU event counters".into()));
+            return Err(FeatureError::PmuCounters(self.pmu_counters));
         }
         Ok(())
     }
@@ -302,25 +314,10 @@ pub struct SpuRegs {
     pub pmicntsvr: u64,
 }
 
-/// Counts of what the SPU did, for logs, tests and the daemon's stats.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SpuStats {
-    /// Operations selected by the interval counter.
-    pub samples: u64,
-    /// Operations a front end counted itself and handed back
-    /// ([`Spu::skip_operations`]).
-    pub counted: u64,
-    /// Records rejected by the filters.
-    pub filtered: u64,
-    /// Records written to the Profiling Buffer.
-    pub records: u64,
-    /// Record bytes written.
-    pub bytes: u64,
-    /// Records dropped in Discard mode.
-    pub discarded: u64,
-    /// Buffer management events raised.
-    pub management_events: u64,
-}
+/// Counts of what the SPU did ([`Spu::skip_operations`] adds to
+/// `counted`): the control socket's type, so `query-spu` shows them as
+/// they are.
+pub use spe_protocol::control::Stats as SpuStats;
 
 /// What happened to one operation passed to [`Spu::operation`] or
 /// [`Spu::sample`].
@@ -577,16 +574,19 @@ mod props;
 
 #[cfg(test)]
 mod tests {
-    use super::Features;
+    use super::{FeatureError, Features};
 
     #[test]
     fn align_is_a_power_of_two_up_to_the_record_size() {
         let f = Features::neoverse_n1().with_align(64).unwrap();
         assert_eq!(f.pmbidr, 6);
         assert_eq!(Features::neoverse_n1().with_align(1).unwrap().pmbidr, 0);
-        assert!(Features::neoverse_n1().with_align(128).is_err());
-        assert!(Features::neoverse_n1().with_align(48).is_err());
-        assert!(Features::neoverse_n1().with_align(0).is_err());
+        for bytes in [128, 48, 0] {
+            assert_eq!(
+                Features::neoverse_n1().with_align(bytes),
+                Err(FeatureError::Align { bytes, max: 64 })
+            );
+        }
     }
 
     /// The ID values the README's profile table and `--help` give.
@@ -614,7 +614,10 @@ mod tests {
             assert_eq!(f.pmsidr & !(0xf << 8), n1.pmsidr & !(0xf << 8));
         }
         // Encoding 1 is reserved: no interval gives it, none is read back.
-        assert_eq!(n1.clone().with_min_interval(300), None);
+        assert_eq!(
+            n1.clone().with_min_interval(300),
+            Err(FeatureError::Interval { ops: 300 })
+        );
         let reserved = Features {
             pmsidr: n1.pmsidr & !(0xf << 8) | 1 << 8,
             ..n1

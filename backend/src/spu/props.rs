@@ -207,5 +207,9 @@ fn cpu_profiles_validate() {
     }
     let mut f = Features::default();
     f.pmsidr = PMSIDR_EL1::MAXSIZE.set(f.pmsidr, 4);
-    assert!(f.validate().is_err(), "16-byte records cannot hold ours");
+    assert_eq!(
+        f.validate(),
+        Err(FeatureError::RecordSize(16)),
+        "16-byte records cannot hold ours"
+    );
 }

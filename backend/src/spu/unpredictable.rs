@@ -98,37 +98,57 @@ const OPERATIONS: [(&str, Operations); 2] = [
     ("instructions", Operations::Instructions),
 ];
 
+/// Why a `--choice` or `set-choice` was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChoiceError {
+    #[error("{arg:?} is not NAME=VALUE")]
+    Syntax { arg: String },
+    #[error("no choice {name:?} (overrun, badpmsfcr, operations)")]
+    Name { name: String },
+    #[error("{name} is one of {}, not {value:?}", permitted.join(", "))]
+    Value {
+        name: &'static str,
+        value: String,
+        permitted: Vec<&'static str>,
+    },
+}
+
 impl Choices {
     /// Sets choice `name` to `value` (the names of [`Choices::list`]).
-    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
-        fn pick<T: Copy>(table: &[(&str, T)], name: &str, value: &str) -> Result<T, String> {
+    pub fn set(&mut self, name: &str, value: &str) -> Result<(), ChoiceError> {
+        fn pick<T: Copy>(
+            table: &[(&'static str, T)],
+            name: &'static str,
+            value: &str,
+        ) -> Result<T, ChoiceError> {
             table
                 .iter()
                 .find(|(n, _)| *n == value)
                 .map(|(_, v)| *v)
-                .ok_or_else(|| {
-                    let names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
-                    format!("{name} is one of {}, not {value:?}", names.join(", "))
+                .ok_or_else(|| ChoiceError::Value {
+                    name,
+                    value: value.to_string(),
+                    permitted: table.iter().map(|(n, _)| *n).collect(),
                 })
         }
         match name {
-            "overrun" => self.overrun = pick(&OVERRUN, name, value)?,
-            "badpmsfcr" => self.badpmsfcr = pick(&BADPMSFCR, name, value)?,
-            "operations" => self.operations = pick(&OPERATIONS, name, value)?,
+            "overrun" => self.overrun = pick(&OVERRUN, "overrun", value)?,
+            "badpmsfcr" => self.badpmsfcr = pick(&BADPMSFCR, "badpmsfcr", value)?,
+            "operations" => self.operations = pick(&OPERATIONS, "operations", value)?,
             _ => {
-                return Err(format!(
-                    "no choice {name:?} (overrun, badpmsfcr, operations)"
-                ))
+                return Err(ChoiceError::Name {
+                    name: name.to_string(),
+                })
             }
         }
         Ok(())
     }
 
     /// Parses `NAME=VALUE` (the CLI's `--choice`).
-    pub fn set_from(&mut self, arg: &str) -> Result<(), String> {
-        let (n, v) = arg
-            .split_once('=')
-            .ok_or_else(|| format!("{arg:?} is not NAME=VALUE"))?;
+    pub fn set_from(&mut self, arg: &str) -> Result<(), ChoiceError> {
+        let (n, v) = arg.split_once('=').ok_or_else(|| ChoiceError::Syntax {
+            arg: arg.to_string(),
+        })?;
         self.set(n, v)
     }
 

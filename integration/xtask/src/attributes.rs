@@ -285,7 +285,7 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
             });
         }
         // Only PMBLIMITR_EL1.FM = 0b10 makes the backend discard.
-        if let Some(discarded) = j.stat("discarded") {
+        if let Some(discarded) = j.stat(|s| s.discarded) {
             j.check(discarded > 0, || {
                 "discard: the backend discarded no record (FM = 0b10 never seen)".into()
             });
@@ -298,6 +298,7 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::scenario::Control;
+    use spe_protocol::control::Stats;
 
     /// A run of the 7.3 driver where every filter kept its classes.
     fn good() -> RunOutput {
@@ -328,7 +329,11 @@ mod tests {
         results.push(("attr_discard_irqs".into(), "0".into()));
         RunOutput {
             results,
-            control: Control::with_stats(&[&[("records", 5), ("discarded", 4)]]),
+            control: Control::with_stats(&[Stats {
+                records: 5,
+                discarded: 4,
+                ..Stats::default()
+            }]),
             ..RunOutput::from_line("")
         }
     }
@@ -379,7 +384,11 @@ mod tests {
         set(&mut out, "attr_discard_aux_records", "3");
         assert!(check(&out).is_err());
         let mut out = good();
-        out.control = Control::with_stats(&[&[("records", 5), ("discarded", 0)]]);
+        out.control = Control::with_stats(&[Stats {
+            records: 5,
+            discarded: 0,
+            ..Stats::default()
+        }]);
         assert!(check(&out).unwrap_err().contains("discarded no record"));
         out.control = Control::default();
         assert!(check(&out).unwrap_err().contains("no query-spu answer"));

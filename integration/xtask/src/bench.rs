@@ -222,8 +222,8 @@ fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome) -> Result<()> {
                 workload: Duration::from_nanos(ns),
                 wall: out.elapsed,
                 sampled: Duration::from_nanos(ns + warm_up),
-                samples: out.control.busiest("samples"),
-                records: out.control.busiest("records"),
+                samples: out.control.busiest(|s| s.samples),
+                records: out.control.busiest(|s| s.records),
             });
         }
         (v, _) => {

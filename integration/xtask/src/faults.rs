@@ -18,6 +18,7 @@
 //! recording after the fault works.
 
 use crate::scenario::{Expect, Judge, OnMarker, RunOutput, Scenario, SpeRun};
+use spe_protocol::control::ArmedFault;
 
 /// How the guest must react.
 #[derive(Clone, Copy, Debug)]
@@ -362,30 +363,35 @@ pub fn judge(case: &Case, out: &RunOutput) -> Result<(), String> {
     }
 }
 
+/// Whether `ctl arm`'s log (the runner's `ctl.log`: the command line, the
+/// reply, the exit status) shows the fault armed on the running VM, not
+/// left pending for the next one.
+fn armed_on_the_vm(ctl_log: &str) -> bool {
+    let reply = ctl_log
+        .lines()
+        .find_map(|l| serde_json::from_str::<ArmedFault>(l).ok());
+    matches!(reply, Some(ArmedFault { pending: false, .. })) && ctl_log.contains("exit status: 0")
+}
+
 /// Whether the guest's reaction (the results of `spe-fault.sh`) and what
 /// the backend delivered are `r`'s.
 pub fn check(r: &Reaction, out: &RunOutput) -> Result<(), String> {
     let mut errs = Vec::new();
     // A live `ctl` command must have armed the fault on the running VM.
     if let Ok(ctl) = std::fs::read_to_string(out.dir.join("ctl.log")) {
-        if !ctl.contains(r#""pending":false"#) || !ctl.contains("exit status: 0") {
+        if !armed_on_the_vm(&ctl) {
             errs.push(format!("ctl did not arm the fault on the VM: {ctl:?}"));
         }
     }
     let j = Judge::new(out);
     errs.into_iter().for_each(|e| j.fail(e));
-    let delivered: Vec<&str> = out
-        .control
-        .delivered()
-        .map(|f| f["pmbsr"].as_str().unwrap_or("none"))
-        .collect();
+    let delivered: Vec<u64> = out.control.delivered().map(|f| f.pmbsr.0).collect();
     j.check(!delivered.is_empty(), || {
         "the backend delivered no fault".into()
     });
     if let Some(p) = r.pmbsr {
-        let want = format!("{p:#x}");
-        j.check(delivered.contains(&want.as_str()), || {
-            format!("the backend delivered no fault with PMBSR={want} ({delivered:?})")
+        j.check(delivered.contains(&p), || {
+            format!("the backend delivered no fault with PMBSR={p:#x} ({delivered:x?})")
         });
     }
     j.zero(&["kernel_warnings", "spe_bad_packets"]);
@@ -433,7 +439,7 @@ pub fn check(r: &Reaction, out: &RunOutput) -> Result<(), String> {
     // Interrupts taken during the first recording against the events of
     // both: each real event raises exactly one.
     let (after, before) = (j.num("irqs_after"), j.num("irqs_before"));
-    let events = j.stat("management_events");
+    let events = j.stat(|s| s.management_events);
     if let (Some(after), Some(before), Some(events)) = (after, before, events) {
         let irqs = after.saturating_sub(before);
         j.check((irqs > events) == r.spurious, || {
@@ -450,7 +456,7 @@ pub fn check(r: &Reaction, out: &RunOutput) -> Result<(), String> {
             format!("{irqs} SPE interrupt(s) for {events} management event(s), want one lost")
         });
     }
-    if let Some(n) = j.stat("records") {
+    if let Some(n) = j.stat(|s| s.records) {
         j.check(n > 0, || "the backend wrote no records".into());
     }
     j.finish()
@@ -460,21 +466,38 @@ pub fn check(r: &Reaction, out: &RunOutput) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::scenario::Control;
-    use serde_json::json;
+    use spe_protocol::control::Stats;
+    use spe_protocol::control::{FaultDeliveredData, FaultKind, Hex};
 
     const CLEAN: &str = "perf_rc=0 spe_records=500 spe_bad_packets=0 aux_records=3 aux_first_size=0x1fe0 aux_truncated=0 aux_partial=0 aux_collision=0 irqs_before=0 irqs_after=2 fault_msgs=0 fault_msg=none fault_pmbsr=none kernel_warnings=0 after_rc=0 after_records=100";
     /// The PMBSR of the external abort the backend delivered.
-    const EA: Option<&str> = Some("0x90060010");
+    const EA: Option<u64> = Some(0x9006_0010);
 
     /// What the backend reported: 900 records and 2 management events on
     /// two vCPUs, and a fault delivered with `pmbsr`.
-    fn backend(pmbsr: Option<&str>) -> Control {
+    fn backend(pmbsr: Option<u64>) -> Control {
         let mut c = Control::with_stats(&[
-            &[("records", 600), ("management_events", 1)],
-            &[("records", 300), ("management_events", 1)],
+            Stats {
+                records: 600,
+                management_events: 1,
+                ..Stats::default()
+            },
+            Stats {
+                records: 300,
+                management_events: 1,
+                ..Stats::default()
+            },
         ]);
         c.faults = pmbsr
-            .map(|p| json!({"id": 1, "vcpu": 0, "delivered": true, "pmbsr": p}))
+            .map(|p| FaultDeliveredData {
+                id: 1,
+                vcpu: 0,
+                fault: FaultKind::ExternalAbort,
+                delivered: true,
+                why: None,
+                pmbsr: Hex(p),
+                pmbptr: Hex(0),
+            })
             .into_iter()
             .collect();
         c
@@ -535,7 +558,7 @@ mod tests {
         // The guest saw the right syndrome, but the backend delivered another.
         let other = run(
             "fault_msg=Unexpected_buffer_fault fault_pmbsr=0x90060010",
-            backend(Some("0x90020007")),
+            backend(Some(0x9002_0007)),
         );
         assert!(check(ea, &other).unwrap_err().contains("PMBSR=0x90060010"));
         // A clean run is not an external abort, and an abort is not clean.
@@ -570,12 +593,36 @@ mod tests {
     }
 
     #[test]
+    fn a_live_ctl_must_arm_on_the_vm() {
+        let log = |reply: &str, status: &str| {
+            format!("$ ctl arm external-abort --after-records 300\n{reply}\n{status}\n")
+        };
+        assert!(armed_on_the_vm(&log(
+            r#"{"id":1,"pending":false}"#,
+            "exit status: 0"
+        )));
+        // Pending for the next VM, refused, or not the reply at all.
+        assert!(!armed_on_the_vm(&log(
+            r#"{"id":1,"pending":true}"#,
+            "exit status: 0"
+        )));
+        assert!(!armed_on_the_vm(&log(
+            "error: NoVm: no VM is connected",
+            "exit status: 1"
+        )));
+        assert!(!armed_on_the_vm(&log(
+            r#"{"ids":[1],"pending":false}"#,
+            "exit status: 0"
+        )));
+    }
+
+    #[test]
     fn the_negative_control_inverts_the_verdict() {
         let nc = case("fault-check-catches-a-wrong-syndrome");
         assert!(nc.wrong);
         let bsc = run(
             "fault_msg=Unknown_buffer_status_code fault_pmbsr=0x2003f",
-            backend(Some("0x2003f")),
+            backend(Some(0x2_003f)),
         );
         judge(nc, &bsc).unwrap();
         check(&case("fault-unknown-bsc").reaction, &bsc).unwrap();

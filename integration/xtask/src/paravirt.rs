@@ -63,7 +63,7 @@ fn check_perf(out: &RunOutput) -> Result<(), String> {
     // spe-perf.sh's recording, then perf mem's and perf c2c's: together
     // every record the backend wrote.
     j.positive(&["spe_records"]);
-    if let (Some(all), Some(b)) = (j.num("all_records"), j.stat("records")) {
+    if let (Some(all), Some(b)) = (j.num("all_records"), j.stat(|s| s.records)) {
         j.check(all == b, || {
             format!("perf decoded {all} records in all, the backend wrote {b}")
         });
@@ -95,7 +95,7 @@ fn check_rmmod(out: &RunOutput) -> Result<(), String> {
     j.check(j.text("pmu_after_rmmod") == Some("absent"), || {
         "arm_spe_0 outlived the module".into()
     });
-    if let Some(n) = j.stat("records") {
+    if let Some(n) = j.stat(|s| s.records) {
         j.check(n > 0, || "the backend wrote no records".into());
     }
     j.finish()
@@ -120,7 +120,8 @@ fn check_restart(out: &RunOutput) -> Result<(), String> {
 mod tests {
     use super::*;
     use crate::scenario::Control;
-    use serde_json::json;
+    use spe_protocol::control::Hex;
+    use spe_protocol::control::Stats;
 
     const PERF: &str = "pmu=present pmu_formats=ts_enable,pa_enable,pct_enable,jitter,\
         branch_filter,load_filter,store_filter,event_filter,min_latency \
@@ -131,10 +132,11 @@ mod tests {
 
     /// The backend of 6.1's run: 3949 records, `neoverse-n1`'s PMSIDR_EL1.
     fn backend(records: u64) -> Control {
-        let mut c = Control::with_stats(&[&[("records", records)]]);
-        if let Ok(spu) = &mut c.spu {
-            spu["vcpus"][0]["registers"]["PMSIDR_EL1"] = json!("0x2641f");
-        }
+        let mut c = Control::with_stats(&[Stats {
+            records,
+            ..Stats::default()
+        }]);
+        c.vcpu(0).registers.pmsidr_el1 = Hex(0x2641f);
         c
     }
 

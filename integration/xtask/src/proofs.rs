@@ -57,7 +57,7 @@ pub fn check_spe_profile(out: &RunOutput) -> Result<(), String> {
     j.want("ts_exit_seen", "1", |v| v == 1.0);
     j.want("ts_span_pct", ">= 50", |v| v >= 50.0);
     j.positive(&["control_ts_decreases", "control_ts_after_exit"]);
-    if let Some(backend) = j.stat("records") {
+    if let Some(backend) = j.stat(|s| s.records) {
         j.check(backend as f64 == records, || {
             format!("perf decoded {records} records, the backend wrote {backend}")
         });
@@ -197,8 +197,8 @@ fn delivered(c: &Control) -> Vec<String> {
     c.delivered()
         .map(|f| {
             format!(
-                "vCPU {} {} PMBSR={} PMBPTR={}",
-                f["vcpu"], f["fault"], f["pmbsr"], f["pmbptr"]
+                "vCPU {} {:?} PMBSR={:#x} PMBPTR={:#x}",
+                f.vcpu, f.fault, f.pmbsr.0, f.pmbptr.0
             )
         })
         .collect()
@@ -361,7 +361,8 @@ pub fn check_spe_mte(out: &RunOutput) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use spe_protocol::control::Stats;
+    use spe_protocol::control::{FaultDeliveredData, FaultKind, Hex};
 
     /// A passing run with `line`'s results (an `SPE-RESULT` line's pairs)
     /// with `key` set to `value` (a missing `key` is added; "" drops it),
@@ -400,7 +401,16 @@ mod tests {
 
     #[test]
     fn profile_needs_every_proof_and_control() {
-        let backend = Control::with_stats(&[&[("records", 6000)], &[("records", 498)]]);
+        let backend = Control::with_stats(&[
+            Stats {
+                records: 6000,
+                ..Stats::default()
+            },
+            Stats {
+                records: 498,
+                ..Stats::default()
+            },
+        ]);
         accepts_and_rejects(
             check_spe_profile,
             PROFILE,
@@ -431,7 +441,16 @@ mod tests {
         );
         let e = check_spe_profile(&run(PROFILE, &Control::default(), "", "")).unwrap_err();
         assert!(e.contains("no query-spu answer"), "{e}");
-        let fewer = Control::with_stats(&[&[("records", 6000)], &[("records", 497)]]);
+        let fewer = Control::with_stats(&[
+            Stats {
+                records: 6000,
+                ..Stats::default()
+            },
+            Stats {
+                records: 497,
+                ..Stats::default()
+            },
+        ]);
         let e = check_spe_profile(&run(PROFILE, &fewer, "", "")).unwrap_err();
         assert!(e.contains("the backend wrote 6497"), "{e}");
     }
@@ -497,12 +516,19 @@ mod tests {
         let a = runs.join("spe-replay-a");
         std::fs::create_dir_all(&a).unwrap();
         let line = "replay_records=61020 replay_aux_hash=ce31bd22 bad=0";
-        let fault = |pmbptr: &str| Control {
-            faults: vec![json!({"id": 1, "vcpu": 1, "fault": {"kind": "buffer-full"},
-                "delivered": true, "pmbsr": "0x20001", "pmbptr": pmbptr})],
+        let fault = |pmbptr: u64| Control {
+            faults: vec![FaultDeliveredData {
+                id: 1,
+                vcpu: 1,
+                fault: FaultKind::BufferFull,
+                delivered: true,
+                why: None,
+                pmbsr: Hex(0x20001),
+                pmbptr: Hex(pmbptr),
+            }],
             ..Control::with_stats(&[])
         };
-        let first = fault("0xffff8000");
+        let first = fault(0xffff_8000);
         let second = |results: &str, control: &Control| RunOutput {
             dir: runs.join("spe-replay-b"),
             ..run(results, control, "", "")
@@ -521,7 +547,7 @@ mod tests {
         assert!(check_spe_replay(&second(&other_hash, &first)).is_err());
         let other_count = line.replace("61020", "60491");
         assert!(check_spe_replay(&second(&other_count, &first)).is_err());
-        let e = check_spe_replay(&second(line, &fault("0xffff8040"))).unwrap_err();
+        let e = check_spe_replay(&second(line, &fault(0xffff_8040))).unwrap_err();
         assert!(e.contains("0xffff8040"), "{e}");
         assert!(check_spe_replay(&second(line, &Control::default())).is_err());
         std::fs::remove_dir_all(&runs).unwrap();

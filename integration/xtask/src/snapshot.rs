@@ -4,6 +4,7 @@
 //! a CPU without the feature (`pmu-snapshot-no-pmss`, here).
 
 use crate::scenario::{Expect, Judge, RunOutput, Scenario, SpeRun};
+use spe_protocol::control::{SnapshotList, SnapshotOutcome};
 
 /// What pmu-snapshot.sh prints once the host may request a capture: the
 /// runner then runs `vhost-device-spe ctl --json snapshot`.
@@ -146,7 +147,15 @@ pub fn check_pmu_snapshot(out: &RunOutput) -> Result<(), String> {
     });
     let mut errs = Vec::new();
     let ctl = std::fs::read_to_string(out.dir.join("ctl.log")).unwrap_or_default();
-    if !ctl.contains("\"captured\"") {
+    let captured = ctl
+        .lines()
+        .find_map(|l| serde_json::from_str::<SnapshotList>(l).ok())
+        .is_some_and(|s| {
+            s.vcpus
+                .iter()
+                .any(|v| v.outcome == SnapshotOutcome::Captured)
+        });
+    if !captured {
         errs.push(format!("(b) ctl snapshot did not capture: {}", ctl.trim()));
     }
     errs.into_iter().for_each(|e| j.fail(e));
@@ -292,7 +301,7 @@ mod tests {
         assert!(with("hotplug", "skipped").is_err());
         assert!(with("dir_after_rmmod", "present").is_err());
         assert!(with("kernel_warnings", "1").is_err());
-        let bad = ctl_dir(r#"{"vcpus":[{"vcpu":0,"outcome":"disabled"}]}    "#);
+        let bad = ctl_dir(r#"{"vcpus":[{"vcpu":0,"outcome":"disabled","pmsscr":"0x0"}]}    "#);
         assert!(check_pmu_snapshot(&out(GOOD, bad.clone()))
             .unwrap_err()
             .contains("did not capture"));

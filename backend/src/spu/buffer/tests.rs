@@ -188,7 +188,7 @@ fn a_pointer_past_the_limit_never_writes_beyond_it() {
 
 #[test]
 fn choices_are_set_by_name_and_listed() {
-    use crate::spu::unpredictable::{BadPmsfcr, Choices, Operations, Overrun};
+    use crate::spu::unpredictable::{BadPmsfcr, ChoiceError, Choices, Operations, Overrun};
     let mut c = Choices::default();
     assert_eq!(c.list()[0].value, "buffer-full-dl");
     assert_eq!(c.list()[2].value, "micro-ops");
@@ -209,9 +209,18 @@ fn choices_are_set_by_name_and_listed() {
             Choices::default().set(info.name, v).unwrap();
         }
     }
-    assert!(c.set("overrun", "write-anywhere").is_err());
-    assert!(c.set("nope", "x").is_err());
-    assert!(c.set_from("overrun").is_err());
+    let e = c.set("overrun", "write-anywhere").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "overrun is one of buffer-full-dl, buffer-full, imp-def, not \"write-anywhere\""
+    );
+    assert!(matches!(c.set("nope", "x"), Err(ChoiceError::Name { .. })));
+    assert!(matches!(
+        c.set_from("overrun"),
+        Err(ChoiceError::Syntax { .. })
+    ));
+    // A refused choice changes nothing.
+    assert_eq!(c.overrun, Overrun::ImpDef);
 }
 
 #[test]

@@ -4,8 +4,9 @@
 //! delivered while the guest ran.
 
 use anyhow::{bail, Context, Result};
-use serde_json::Value;
-use spe_protocol::control::{command, event, Request, ServerLine};
+use spe_protocol::control::{
+    Command, Event, FaultDeliveredData, Reply, ServerLine, SpuList, VcpuArgs,
+};
 use std::io::{BufRead, BufReader, ErrorKind, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -58,35 +59,32 @@ impl Connection {
         serde_json::from_str(&line).with_context(|| format!("not a control line: {line:?}"))
     }
 
-    /// Runs `name` and returns its `return` value.
-    fn execute(&mut self, name: &str, arguments: Value) -> Result<Value> {
-        let req = Request {
-            execute: name.into(),
-            arguments,
-            id: None,
-        };
-        let mut text = serde_json::to_string(&req)?;
+    /// Runs `cmd` and returns its reply.
+    fn execute(&mut self, cmd: &Command) -> Result<Reply> {
+        let mut text = serde_json::to_string(&cmd.to_request(None)?)?;
         text.push('\n');
         self.writer.write_all(text.as_bytes())?;
         loop {
             match self.line()? {
-                ServerLine::Return { ret, .. } => return Ok(ret),
-                ServerLine::Error { error, .. } => {
-                    bail!("{name}: {:?}: {}", error.class, error.desc)
-                }
+                ServerLine::Return { ret, .. } => return Ok(cmd.parse_reply(ret)?),
+                ServerLine::Error { error, .. } => bail!("{cmd:?}: {error}"),
                 // Events of other clients' commands may come first.
-                ServerLine::Event { .. } => {}
-                other => bail!("{name}: unexpected {other:?}"),
+                ServerLine::Event(_) => {}
+                other => bail!("{cmd:?}: unexpected {other:?}"),
             }
         }
     }
 }
 
-/// `query-spu` of every vCPU (`{"vcpus": [...]}`): the one place the
-/// harness asks the backend for its SPUs. It answers only while a VM is
-/// connected, so the runner asks before QEMU ends.
-pub fn query_spu(socket: &Path) -> Result<Value> {
-    Connection::open(socket)?.execute(command::QUERY_SPU, Value::Null)
+/// `query-spu` of every vCPU: the one place the harness asks the backend
+/// for its SPUs. It answers only while a VM is connected, so the runner
+/// asks before QEMU ends.
+pub fn query_spu(socket: &Path) -> Result<SpuList> {
+    let cmd = Command::QuerySpu(VcpuArgs::default());
+    match Connection::open(socket)?.execute(&cmd)? {
+        Reply::Spus(list) => Ok(list),
+        other => bail!("query-spu answered {other:?}"),
+    }
 }
 
 /// Collects the backend's `FAULT_DELIVERED` events (which no query lists:
@@ -95,7 +93,7 @@ pub fn query_spu(socket: &Path) -> Result<Value> {
 /// restarted, until [`FaultWatch::finish`].
 pub struct FaultWatch {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<Vec<Value>>,
+    thread: JoinHandle<Vec<FaultDeliveredData>>,
 }
 
 impl FaultWatch {
@@ -111,14 +109,14 @@ impl FaultWatch {
         Ok(FaultWatch { stop, thread })
     }
 
-    /// The events' `data`, in the order they came.
-    pub fn finish(self) -> Vec<Value> {
+    /// The events' data, in the order they came.
+    pub fn finish(self) -> Vec<FaultDeliveredData> {
         self.stop.store(true, Ordering::SeqCst);
         self.thread.join().unwrap_or_default()
     }
 }
 
-fn watch(first: Connection, socket: &Path, stop: &AtomicBool) -> Vec<Value> {
+fn watch(first: Connection, socket: &Path, stop: &AtomicBool) -> Vec<FaultDeliveredData> {
     let mut faults = Vec::new();
     let mut conn = Some(first);
     loop {
@@ -133,11 +131,12 @@ fn watch(first: Connection, socket: &Path, stop: &AtomicBool) -> Vec<Value> {
         };
         match c.next_line(Duration::from_millis(100)) {
             Ok(Some(line)) => {
-                if let Ok(ServerLine::Event { event: e, data, .. }) = serde_json::from_slice(&line)
-                {
-                    if e == event::FAULT_DELIVERED {
-                        faults.push(data);
-                    }
+                let event = serde_json::from_slice(&line).map(|l| match l {
+                    ServerLine::Event(e) => e.parse().ok(),
+                    _ => None,
+                });
+                if let Ok(Some(Event::FaultDelivered(data))) = event {
+                    faults.push(data);
                 }
             }
             // Nothing for a while: everything sent so far has been read.

@@ -7,7 +7,7 @@ use super::Run;
 use crate::scenario::{Parsed, Verdict};
 use crate::util::tail;
 use anyhow::Result;
-use serde_json::Value;
+use spe_protocol::control::SpuList;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
@@ -35,7 +35,7 @@ impl Run<'_> {
         qemu: &mut ChildGuard,
         mut backend: Option<&mut ChildGuard>,
         mut qmp: Option<&mut Qmp>,
-    ) -> Result<(Ending, Result<Value, String>)> {
+    ) -> Result<(Ending, Result<SpuList, String>)> {
         let mut deadline = Instant::now() + self.spec.timeout;
         let mut kill_backend_when = self.spec.kill_backend_when;
         let mut on_marker = self.spec.spe.as_ref().and_then(|s| s.on_marker);

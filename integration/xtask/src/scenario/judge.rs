@@ -1,6 +1,7 @@
 //! [`Judge`]: the one way a check reads a run.
 
 use super::{LinuxCaps, RunOutput};
+use spe_protocol::control::Stats;
 use std::cell::RefCell;
 
 /// Reads a run's `SPE-RESULT` values and the backend's statistics, and
@@ -128,12 +129,12 @@ impl<'a> Judge<'a> {
         }
     }
 
-    /// The backend's `stats.KEY` summed over its vCPUs, from `query-spu`
-    /// once the guest had powered off.
-    pub fn stat(&self, key: &str) -> Option<u64> {
+    /// A statistic of the backend summed over its vCPUs (`|s| s.records`),
+    /// from `query-spu` once the guest had powered off.
+    pub fn stat(&self, stat: impl Fn(&Stats) -> u64) -> Option<u64> {
         self.out
             .control
-            .total(key)
+            .total(stat)
             .map_err(|e| self.fail(format!("backend statistics: {e}")))
             .ok()
     }
@@ -141,12 +142,18 @@ impl<'a> Judge<'a> {
     /// What the guest's SPE driver must show in `caps/` for the
     /// PMSIDR_EL1 the backend advertised (`query-spu`, vCPU 0).
     pub fn backend_caps(&self) -> Option<LinuxCaps> {
-        self.out
-            .control
-            .register(0, "PMSIDR_EL1")
-            .map(LinuxCaps::of_pmsidr)
-            .map_err(|e| self.fail(format!("backend: {e}")))
-            .ok()
+        let spus = self.out.control.spus();
+        match spus.as_ref().map(|s| s.first()) {
+            Ok(Some(v)) => Some(LinuxCaps::of_pmsidr(v.registers.pmsidr_el1.0)),
+            Ok(None) => {
+                self.fail("backend: query-spu answered no vCPU");
+                None
+            }
+            Err(e) => {
+                self.fail(format!("backend: {e}"));
+                None
+            }
+        }
     }
 
     pub fn finish(self) -> Result<(), String> {
@@ -167,7 +174,10 @@ mod tests {
     #[test]
     fn every_reader_collects_its_failure_and_goes_on() {
         let out = RunOutput {
-            control: Control::with_stats(&[&[("records", 3)]]),
+            control: Control::with_stats(&[Stats {
+                records: 3,
+                ..Stats::default()
+            }]),
             ..RunOutput::from_line("a=12 h=0x1f x=ab s=yes")
         };
         let j = Judge::new(&out);
@@ -175,7 +185,7 @@ mod tests {
         assert_eq!(j.num("h"), Some(0x1f));
         assert_eq!(j.hex("x"), Some(0xab));
         assert_eq!(j.float("a"), 12.0);
-        assert_eq!(j.stat("records"), Some(3));
+        assert_eq!(j.stat(|s| s.records), Some(3));
         j.is("s", "yes");
         j.zero(&[]);
         j.positive(&["a"]);
@@ -193,7 +203,6 @@ mod tests {
             j.require("a", |n| n == 0, |n| format!("a is {n}")),
             Some(12)
         );
-        assert_eq!(j.stat("bytes"), None);
         j.check(false, || "checked".into());
         j.include(Err("included".into()));
         let e = j.finish().unwrap_err();
@@ -204,11 +213,17 @@ mod tests {
             "a=12, want 0",
             "s=Some(\"yes\"), want no",
             "a is 12",
-            "stats.bytes",
             "checked",
             "included",
         ] {
             assert!(e.contains(part), "{part}: {e}");
         }
+
+        let none = RunOutput::from_line("");
+        let j = Judge::new(&none);
+        assert_eq!(j.stat(|s| s.bytes), None);
+        assert_eq!(j.backend_caps(), None);
+        let e = j.finish().unwrap_err();
+        assert!(e.contains("backend statistics: no query-spu answer"), "{e}");
     }
 }

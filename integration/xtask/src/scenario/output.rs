@@ -2,6 +2,7 @@
 //! verdict, the logs, and what the backend's control socket said.
 
 use serde_json::{json, Value};
+use spe_protocol::control::{FaultDeliveredData, SpuInfo, SpuList, Stats};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -89,10 +90,10 @@ impl RunOutput {
 /// powered off, and the faults delivered while it ran.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Control {
-    /// `query-spu`'s answer (`{"vcpus": [...]}`), or why there is none.
-    pub spu: Result<Value, String>,
-    /// The `data` of each `FAULT_DELIVERED` event, in order.
-    pub faults: Vec<Value>,
+    /// `query-spu`'s answer, or why there is none.
+    pub spu: Result<SpuList, String>,
+    /// Each `FAULT_DELIVERED` event's data, in order.
+    pub faults: Vec<FaultDeliveredData>,
 }
 
 impl Default for Control {
@@ -108,60 +109,27 @@ impl Control {
     /// The run's `control.json`.
     pub const FILE: &'static str = "control.json";
 
-    fn vcpus(&self) -> Result<&[Value], String> {
-        let spu = self
-            .spu
+    /// `query-spu`'s answer.
+    pub fn spus(&self) -> Result<&[SpuInfo], String> {
+        self.spu
             .as_ref()
-            .map_err(|e| format!("no query-spu answer: {e}"))?;
-        spu["vcpus"]
-            .as_array()
-            .map(Vec::as_slice)
-            .ok_or_else(|| format!("query-spu answered without vcpus: {spu}"))
+            .map(|l| l.vcpus.as_slice())
+            .map_err(|e| format!("no query-spu answer: {e}"))
     }
 
-    /// How many vCPUs the backend served.
-    pub fn vcpu_count(&self) -> Result<usize, String> {
-        self.vcpus().map(<[Value]>::len)
+    /// A statistic summed over the vCPUs (`|s| s.records`, ...).
+    pub fn total(&self, stat: impl Fn(&Stats) -> u64) -> Result<u64, String> {
+        Ok(self.spus()?.iter().map(|v| stat(&v.stats)).sum())
     }
 
-    /// One vCPU's `stats.KEY`.
-    fn stat(v: &Value, key: &str) -> Result<u64, String> {
-        v["stats"][key]
-            .as_u64()
-            .ok_or_else(|| format!("query-spu has no stats.{key} for vCPU {}", v["vcpu"]))
-    }
-
-    /// `stats.KEY` summed over the vCPUs (records, management_events, ...).
-    pub fn total(&self, key: &str) -> Result<u64, String> {
-        self.vcpus()?.iter().map(|v| Self::stat(v, key)).sum()
-    }
-
-    /// The largest `stats.KEY` of one vCPU.
-    pub fn busiest(&self, key: &str) -> Option<u64> {
-        let vcpus = self.vcpus().ok()?;
-        vcpus.iter().filter_map(|v| Self::stat(v, key).ok()).max()
-    }
-
-    /// A register of `vcpu` as `query-spu` gives it (`"0x…"`).
-    pub fn register(&self, vcpu: usize, name: &str) -> Result<u64, String> {
-        let v = self
-            .vcpus()?
-            .get(vcpu)
-            .ok_or_else(|| format!("query-spu has no vCPU {vcpu}"))?;
-        v["registers"][name]
-            .as_str()
-            .and_then(|h| u64::from_str_radix(h.trim_start_matches("0x"), 16).ok())
-            .ok_or_else(|| {
-                format!(
-                    "query-spu's {name} of vCPU {vcpu}: {}",
-                    v["registers"][name]
-                )
-            })
+    /// The largest value of a statistic on one vCPU.
+    pub fn busiest(&self, stat: impl Fn(&Stats) -> u64) -> Option<u64> {
+        self.spus().ok()?.iter().map(|v| stat(&v.stats)).max()
     }
 
     /// The faults the backend delivered (not those it could not).
-    pub fn delivered(&self) -> impl Iterator<Item = &Value> {
-        self.faults.iter().filter(|f| f["delivered"] == true)
+    pub fn delivered(&self) -> impl Iterator<Item = &FaultDeliveredData> {
+        self.faults.iter().filter(|f| f.delivered)
     }
 
     pub fn to_json(&self) -> Value {
@@ -171,15 +139,14 @@ impl Control {
         }
     }
 
-    pub fn from_json(v: &Value) -> Control {
+    pub fn from_json(v: &Value) -> Result<Control, String> {
         let spu = match (&v["query_spu"], v["query_spu_error"].as_str()) {
             (Value::Null, e) => Err(e.unwrap_or("none recorded").to_string()),
-            (spu, _) => Ok(spu.clone()),
+            (spu, _) => Ok(serde_json::from_value(spu.clone()).map_err(|e| e.to_string())?),
         };
-        Control {
-            spu,
-            faults: v["fault_delivered"].as_array().cloned().unwrap_or_default(),
-        }
+        let faults =
+            serde_json::from_value(v["fault_delivered"].clone()).map_err(|e| e.to_string())?;
+        Ok(Control { spu, faults })
     }
 
     /// The `control.json` of the run in `dir`.
@@ -187,27 +154,39 @@ impl Control {
         let path = dir.join(Self::FILE);
         let text =
             std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let v = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok(Control::from_json(&v))
+        serde_json::from_str(&text)
+            .map_err(|e| e.to_string())
+            .and_then(|v| Control::from_json(&v))
+            .map_err(|e| format!("{}: {e}", path.display()))
     }
 
-    /// A `query-spu` answer with these `stats` for each vCPU, for the
+    /// A `query-spu` answer with these statistics, one vCPU each, for the
     /// checks' tests.
     #[cfg(test)]
-    pub fn with_stats(stats: &[&[(&str, u64)]]) -> Control {
-        let vcpus: Vec<Value> = stats
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let m: serde_json::Map<String, Value> =
-                    s.iter().map(|(k, n)| (k.to_string(), json!(n))).collect();
-                json!({"vcpu": i, "stats": m, "registers": {}})
+    pub fn with_stats(stats: &[Stats]) -> Control {
+        let vcpus = (0..)
+            .zip(stats)
+            .map(|(vcpu, &stats)| SpuInfo {
+                vcpu,
+                el: 1,
+                profiling: Default::default(),
+                pmbirq: false,
+                owning_regime: "Disabled".into(),
+                registers: Default::default(),
+                stats,
+                armed_faults: Vec::new(),
             })
             .collect();
         Control {
-            spu: Ok(json!({ "vcpus": vcpus })),
+            spu: Ok(SpuList { vcpus }),
             faults: Vec::new(),
         }
+    }
+
+    /// vCPU `v`'s SPU, to change for a test.
+    #[cfg(test)]
+    pub fn vcpu(&mut self, v: usize) -> &mut SpuInfo {
+        &mut self.spu.as_mut().expect("a query-spu answer").vcpus[v]
     }
 }
 
@@ -272,29 +251,37 @@ mod tests {
     }
 
     #[test]
-    fn control_reads_totals_registers_and_faults_back() {
-        let mut c = Control::with_stats(&[&[("records", 7)], &[("records", 5)]]);
-        assert_eq!(c.total("records"), Ok(12));
-        assert_eq!(c.busiest("records"), Some(7));
-        assert_eq!(c.vcpu_count(), Ok(2));
-        assert!(c.total("bytes").unwrap_err().contains("stats.bytes"));
-        if let Ok(spu) = &mut c.spu {
-            spu["vcpus"][1]["registers"]["PMSIDR_EL1"] = json!("0x24403");
-        }
-        assert_eq!(c.register(1, "PMSIDR_EL1"), Ok(0x24403));
-        assert!(c.register(0, "PMSIDR_EL1").is_err());
-        assert!(c.register(2, "PMSIDR_EL1").is_err());
-        c.faults = vec![
-            json!({"vcpu": 0, "delivered": false}),
-            json!({"vcpu": 1, "delivered": true, "pmbsr": "0x20001"}),
-        ];
-        assert_eq!(c.delivered().count(), 1);
-        assert_eq!(Control::from_json(&c.to_json()), c);
+    fn control_reads_totals_and_faults_back() {
+        let records = |records| Stats {
+            records,
+            ..Stats::default()
+        };
+        let mut c = Control::with_stats(&[records(7), records(5)]);
+        assert_eq!(c.total(|s| s.records), Ok(12));
+        assert_eq!(c.busiest(|s| s.records), Some(7));
+        assert_eq!(c.spus().map(<[SpuInfo]>::len), Ok(2));
+        c.faults = vec![fault(0, false), fault(1, true)];
+        assert_eq!(c.delivered().map(|f| f.vcpu).collect::<Vec<_>>(), [1]);
+        assert_eq!(Control::from_json(&c.to_json()), Ok(c));
         let none = Control::default();
         assert!(none
-            .total("records")
+            .total(|s| s.records)
             .unwrap_err()
             .contains("no control socket"));
-        assert_eq!(Control::from_json(&none.to_json()), none);
+        assert_eq!(Control::from_json(&none.to_json()), Ok(none));
+        assert!(Control::from_json(&json!({"query_spu": {"vcpus": 3}})).is_err());
+    }
+
+    /// A buffer full on `vcpu`.
+    fn fault(vcpu: u32, delivered: bool) -> FaultDeliveredData {
+        FaultDeliveredData {
+            id: 1,
+            vcpu,
+            fault: spe_protocol::control::FaultKind::BufferFull,
+            delivered,
+            why: None,
+            pmbsr: spe_protocol::control::Hex(0x20001),
+            pmbptr: spe_protocol::control::Hex(0xffff_8000),
+        }
     }
 }

@@ -38,7 +38,7 @@ pub fn check_boot(out: &RunOutput) -> Result<(), String> {
         j.is("spe_caps_count_size", &caps.count_size.to_string());
         j.is("spe_caps_arch_inst", &caps.arch_inst.to_string());
     }
-    match out.control.vcpu_count() {
+    match out.control.spus().map(<[_]>::len) {
         Ok(n) => j.check(n == VCPUS as usize, || {
             format!("the backend serves {n} vCPU(s), the guest has {VCPUS}")
         }),
@@ -155,7 +155,7 @@ pub fn check_spe_el2(out: &RunOutput) -> Result<(), String> {
 /// those the backend wrote: (guest, backend).
 fn decoded(j: &Judge) -> Option<(u64, u64)> {
     j.zero(&["spe_bad_packets"]);
-    Some((j.num("spe_records")?, j.stat("records")?))
+    Some((j.num("spe_records")?, j.stat(|s| s.records)?))
 }
 
 /// perf decoded every record the backend wrote, without decoder errors.
@@ -174,7 +174,7 @@ pub fn check_spe_perf(out: &RunOutput) -> Result<(), String> {
 pub fn check_spe_buffer_full(out: &RunOutput) -> Result<(), String> {
     let j = Judge::new(out);
     let irqs = (j.num("spe_irqs_before"), j.num("spe_irqs_after"));
-    if let ((Some(before), Some(after)), Some(events)) = (irqs, j.stat("management_events")) {
+    if let ((Some(before), Some(after)), Some(events)) = (irqs, j.stat(|s| s.management_events)) {
         j.check(after >= before + 2 && events >= 2, || {
             format!("PMBIRQ count {before} -> {after}, backend management events {events}")
         });
@@ -297,6 +297,7 @@ mod tests {
     use super::*;
     use crate::scenario::Control;
     use serde_json::json;
+    use spe_protocol::control::{Hex, Stats};
 
     fn named(name: &str) -> crate::scenario::Scenario {
         super::super::all()
@@ -309,11 +310,9 @@ mod tests {
     /// `boot` (6.1): two vCPUs, PMSIDR_EL1 with Interval 4 (1024),
     /// CountSize 2 (12 bits) and ArchInst.
     fn n1_backend() -> Control {
-        let mut c = Control::with_stats(&[&[("records", 0)], &[("records", 0)]]);
-        if let Ok(spu) = &mut c.spu {
-            for v in 0..2 {
-                spu["vcpus"][v]["registers"]["PMSIDR_EL1"] = json!("0x2641f");
-            }
+        let mut c = Control::with_stats(&[Stats::default(), Stats::default()]);
+        for v in 0..2 {
+            c.vcpu(v).registers.pmsidr_el1 = Hex(0x2641f);
         }
         c
     }
@@ -343,13 +342,11 @@ mod tests {
         }
         // The backend advertising another interval, or serving one vCPU.
         let mut other = good();
-        if let Ok(spu) = &mut other.control.spu {
-            spu["vcpus"][0]["registers"]["PMSIDR_EL1"] = json!("0x2621f");
-        }
+        other.control.vcpu(0).registers.pmsidr_el1 = Hex(0x2621f);
         assert!(check_boot(&other).unwrap_err().contains("min_interval"));
         let mut one = good();
         if let Ok(spu) = &mut one.control.spu {
-            spu["vcpus"].as_array_mut().unwrap().pop();
+            spu.vcpus.pop();
         }
         assert!(check_boot(&one).unwrap_err().contains("serves 1 vCPU"));
     }
@@ -395,7 +392,16 @@ mod tests {
     #[test]
     fn spe_perf_needs_matching_record_counts() {
         let run = |records: &str| RunOutput {
-            control: Control::with_stats(&[&[("records", 4)], &[("records", 3)]]),
+            control: Control::with_stats(&[
+                Stats {
+                    records: 4,
+                    ..Stats::default()
+                },
+                Stats {
+                    records: 3,
+                    ..Stats::default()
+                },
+            ]),
             ..RunOutput::from_line(&format!("spe_records={records} spe_bad_packets=0"))
         };
         assert_eq!(check_spe_perf(&run("7")), Ok(()));
@@ -409,7 +415,11 @@ mod tests {
     #[test]
     fn buffer_full_needs_interrupts_and_events() {
         let run = |line: &str, events: u64| RunOutput {
-            control: Control::with_stats(&[&[("records", 90), ("management_events", events)]]),
+            control: Control::with_stats(&[Stats {
+                records: 90,
+                management_events: events,
+                ..Stats::default()
+            }]),
             ..RunOutput::from_line(line)
         };
         let line = "spe_records=80 spe_bad_packets=0 spe_irqs_before=3 spe_irqs_after=6";
