@@ -376,15 +376,13 @@ fn armed_on_the_vm(ctl_log: &str) -> bool {
 /// Whether the guest's reaction (the results of `spe-fault.sh`) and what
 /// the backend delivered are `r`'s.
 pub fn check(r: &Reaction, out: &RunOutput) -> Result<(), String> {
-    let mut errs = Vec::new();
+    let j = Judge::new(out);
     // A live `ctl` command must have armed the fault on the running VM.
     if let Ok(ctl) = std::fs::read_to_string(out.dir.join("ctl.log")) {
-        if !armed_on_the_vm(&ctl) {
-            errs.push(format!("ctl did not arm the fault on the VM: {ctl:?}"));
-        }
+        j.check(armed_on_the_vm(&ctl), || {
+            format!("ctl did not arm the fault on the VM: {ctl:?}")
+        });
     }
-    let j = Judge::new(out);
-    errs.into_iter().for_each(|e| j.fail(e));
     let delivered: Vec<u64> = out.control.delivered().map(|f| f.pmbsr.0).collect();
     j.check(!delivered.is_empty(), || {
         "the backend delivered no fault".into()

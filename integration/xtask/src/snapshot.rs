@@ -145,7 +145,6 @@ pub fn check_pmu_snapshot(out: &RunOutput) -> Result<(), String> {
     j.check(b_ccnt != c_ccnt, || {
         format!("(b) the host's capture left PMCCNTSVR_EL1 at {b_ccnt:?}")
     });
-    let mut errs = Vec::new();
     let ctl = std::fs::read_to_string(out.dir.join("ctl.log")).unwrap_or_default();
     let captured = ctl
         .lines()
@@ -155,10 +154,9 @@ pub fn check_pmu_snapshot(out: &RunOutput) -> Result<(), String> {
                 .iter()
                 .any(|v| v.outcome == SnapshotOutcome::Captured)
         });
-    if !captured {
-        errs.push(format!("(b) ctl snapshot did not capture: {}", ctl.trim()));
-    }
-    errs.into_iter().for_each(|e| j.fail(e));
+    j.check(captured, || {
+        format!("(b) ctl snapshot did not capture: {}", ctl.trim())
+    });
 
     // Hotplug and unload.
     let hp = j.text("hotplug").unwrap_or("");
