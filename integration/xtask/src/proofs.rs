@@ -361,7 +361,6 @@ pub fn check_spe_mte(out: &RunOutput) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use spe_protocol::control::Stats;
     use spe_protocol::control::{FaultDeliveredData, FaultKind, Hex};
 
     /// A passing run with `line`'s results (an `SPE-RESULT` line's pairs)
@@ -401,16 +400,7 @@ mod tests {
 
     #[test]
     fn profile_needs_every_proof_and_control() {
-        let backend = Control::with_stats(&[
-            Stats {
-                records: 6000,
-                ..Stats::default()
-            },
-            Stats {
-                records: 498,
-                ..Stats::default()
-            },
-        ]);
+        let backend = Control::with_records(&[6000, 498]);
         accepts_and_rejects(
             check_spe_profile,
             PROFILE,
@@ -441,16 +431,7 @@ mod tests {
         );
         let e = check_spe_profile(&run(PROFILE, &Control::default(), "", "")).unwrap_err();
         assert!(e.contains("no query-spu answer"), "{e}");
-        let fewer = Control::with_stats(&[
-            Stats {
-                records: 6000,
-                ..Stats::default()
-            },
-            Stats {
-                records: 497,
-                ..Stats::default()
-            },
-        ]);
+        let fewer = Control::with_records(&[6000, 497]);
         let e = check_spe_profile(&run(PROFILE, &fewer, "", "")).unwrap_err();
         assert!(e.contains("the backend wrote 6497"), "{e}");
     }

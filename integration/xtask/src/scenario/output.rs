@@ -183,6 +183,19 @@ impl Control {
         }
     }
 
+    /// A `query-spu` answer with these records, one vCPU each.
+    #[cfg(test)]
+    pub fn with_records(records: &[u64]) -> Control {
+        let stats: Vec<Stats> = records
+            .iter()
+            .map(|&records| Stats {
+                records,
+                ..Stats::default()
+            })
+            .collect();
+        Control::with_stats(&stats)
+    }
+
     /// vCPU `v`'s SPU, to change for a test.
     #[cfg(test)]
     pub fn vcpu(&mut self, v: usize) -> &mut SpuInfo {
@@ -252,11 +265,7 @@ mod tests {
 
     #[test]
     fn control_reads_totals_and_faults_back() {
-        let records = |records| Stats {
-            records,
-            ..Stats::default()
-        };
-        let mut c = Control::with_stats(&[records(7), records(5)]);
+        let mut c = Control::with_records(&[7, 5]);
         assert_eq!(c.total(|s| s.records), Ok(12));
         assert_eq!(c.busiest(|s| s.records), Some(7));
         assert_eq!(c.spus().map(<[SpuInfo]>::len), Ok(2));

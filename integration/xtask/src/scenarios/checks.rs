@@ -392,16 +392,7 @@ mod tests {
     #[test]
     fn spe_perf_needs_matching_record_counts() {
         let run = |records: &str| RunOutput {
-            control: Control::with_stats(&[
-                Stats {
-                    records: 4,
-                    ..Stats::default()
-                },
-                Stats {
-                    records: 3,
-                    ..Stats::default()
-                },
-            ]),
+            control: Control::with_records(&[4, 3]),
             ..RunOutput::from_line(&format!("spe_records={records} spe_bad_packets=0"))
         };
         assert_eq!(check_spe_perf(&run("7")), Ok(()));
