@@ -4,6 +4,28 @@ use super::{LinuxCaps, RunOutput};
 use spe_protocol::control::Stats;
 use std::cell::RefCell;
 
+thread_local! {
+    /// The expected outcomes the last checks on this thread reported; the
+    /// scenario runner takes them after each check for its summary.
+    static EXPECTED: RefCell<Vec<Expected>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A part of a run that did not pass, as expected, for a reason the check
+/// verified: reported in the summary, not hidden in a note.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expected {
+    /// XFAIL: failed; its check turns a pass into an error, so the
+    /// expectation goes once it passes.
+    Fail(String),
+    /// SKIP: the test did not run, for the reason given.
+    Skip(String),
+}
+
+/// The expected outcomes reported since the last call, on this thread.
+pub fn take_expected() -> Vec<Expected> {
+    EXPECTED.with(|e| std::mem::take(&mut *e.borrow_mut()))
+}
+
 /// Reads a run's `SPE-RESULT` values and the backend's statistics, and
 /// collects what is wrong with them. A missing or malformed value is a
 /// failure too, and reading goes on, so one run reports everything wrong
@@ -36,6 +58,11 @@ impl<'a> Judge<'a> {
         if !ok {
             self.fail(why());
         }
+    }
+
+    /// An expected failure or skip, its reason already verified.
+    pub fn expected(&self, e: Expected) {
+        EXPECTED.with(|x| x.borrow_mut().push(e));
     }
 
     /// Another check's failures, as this one's.

@@ -9,7 +9,7 @@ mod judge;
 mod machine;
 mod output;
 
-pub use judge::Judge;
+pub use judge::{take_expected, Expected, Judge};
 pub use machine::{
     cpu_list, LinuxCaps, MarkerAction, OnMarker, SpeRun, CONFIG_SIZE, ICOUNT_AUTO, ICOUNT_FIXED,
     NUM_VQS, VCPUS, VIRTIO_ID,

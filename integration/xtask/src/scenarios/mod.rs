@@ -11,7 +11,7 @@ pub use list::all;
 pub use select::{can_run, selection, Set};
 
 use crate::runner::{GuestRun, Rig};
-use crate::scenario::{Expect, RunOutput, Scenario, Verdict};
+use crate::scenario::{take_expected, Expect, Expected, RunOutput, Scenario, Verdict};
 use crate::util::tail;
 use anyhow::Result;
 
@@ -43,6 +43,8 @@ pub const CONSOLE_TAIL: usize = 30;
 pub struct Summary {
     pub passed: usize,
     pub failed: usize,
+    /// Expected failures and skips inside passing runs.
+    pub expected: usize,
 }
 
 /// Runs `scenarios` in order and prints each result; failures show the
@@ -51,6 +53,7 @@ pub fn run_all(rig: &Rig, scenarios: &[&Scenario]) -> Result<Summary> {
     let mut sum = Summary {
         passed: 0,
         failed: 0,
+        expected: 0,
     };
     for s in scenarios {
         let out = rig.run(&GuestRun::of(s))?;
@@ -62,8 +65,10 @@ pub fn run_all(rig: &Rig, scenarios: &[&Scenario]) -> Result<Summary> {
                 rig.spec.name
             ))
         } else {
+            take_expected();
             evaluate(s, &out)
         };
+        let expected = take_expected();
         match judged {
             Ok(()) => {
                 sum.passed += 1;
@@ -72,6 +77,13 @@ pub fn run_all(rig: &Rig, scenarios: &[&Scenario]) -> Result<Summary> {
                     Verdict::Fail(r) => {
                         println!("PASS {} ({secs:.1} s): runner reported {r:?} as expected; console tail:", s.name);
                         print_indented(&tail(&out.console, 5));
+                    }
+                }
+                sum.expected += expected.len();
+                for e in expected {
+                    match e {
+                        Expected::Fail(why) => println!("  XFAIL {why}"),
+                        Expected::Skip(why) => println!("  SKIP {why}"),
                     }
                 }
             }
