@@ -1,4 +1,4 @@
-# MTE tag-checked accesses in the records (issue 21): `spe-workload mte`
+# MTE tag-checked accesses in the records: `spe-workload mte`
 # turns on synchronous tag checks, tags a page and loops over a load and
 # a store through the tagged pointer (QEMU checks their tags, in a helper
 # that used to hide the address from SPE). Each record of the loop's load

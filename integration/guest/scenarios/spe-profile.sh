@@ -1,4 +1,4 @@
-# Issue 6's proof that the records describe what the guest executed:
+# The proof that the records describe what the guest executed:
 # perf records spe-workload's loads, stores and branches with physical
 # addresses and timestamps, and
 #  (a) perf attributes most user-space samples to the workload's own

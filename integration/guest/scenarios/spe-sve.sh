@@ -1,4 +1,4 @@
-# SVE operations in the records (issue 21): `spe-workload sve` runs
+# SVE operations in the records: `spe-workload sve` runs
 # ld1w with a full, a partial and an empty predicate, a gather, a
 # predicated fadd and add (full, partial), an unpredicated add and a
 # st1w. Each record of its loop is sorted by its operation-type payload

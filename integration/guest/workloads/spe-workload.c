@@ -1,5 +1,6 @@
 /*
- * spe-workload: the guest program issue 6's proofs sample. A strided
+ * spe-workload: the guest program the record proofs (spe-profile and
+ * others) sample. A strided
  * read-modify-write loop over a global array whose virtual and physical
  * addresses it prints, and a branchy function, so that SPE records can be
  * checked against known PCs, data addresses and branch behaviour.
