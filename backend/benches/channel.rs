@@ -1,4 +1,4 @@
-//! The QEMU control channel, measured against the real server thread over a
+//! The QEMU channel, measured against the real server thread over a
 //! real Unix socket:
 //!
 //! 1. a SYSREG round trip (what a vCPU thread blocks on for every PMS*/PMB*

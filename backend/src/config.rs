@@ -25,7 +25,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PATH")]
     socket_path: Option<PathBuf>,
 
-    /// Unix socket to listen on for a patched QEMU's SPE control channel
+    /// Unix socket to listen on for a patched QEMU's SPE channel
     /// (replaced if it exists). The vCPU count comes from QEMU's HELLO. One
     /// VM is served at a time; a connection that sends no HELLO within 5 s,
     /// or stalls for 1 s within a message, is dropped.
@@ -185,7 +185,7 @@ pub struct VhostUserConfig {
     pub record: Option<PathBuf>,
 }
 
-/// The QEMU control channel (`--qemu-socket`).
+/// The QEMU channel (`--qemu-socket`).
 #[derive(Debug, PartialEq, Eq)]
 pub struct QemuConfig {
     pub socket: PathBuf,

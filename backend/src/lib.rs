@@ -3,7 +3,7 @@
 //!
 //! [`spu`] is the device model (no I/O); the front ends drive it
 //! ([`vhu_spe`]: the paravirtual virtio device over vhost-user; [`qemu`]:
-//! the control channel of the full-emulation path, with its shared
+//! the QEMU channel of the full-emulation path, with its shared
 //! [`ring`] and the [`synthetic`] operation source); [`control`] is the
 //! host-side control socket (queries, faults on demand, snapshots).
 

@@ -1,5 +1,5 @@
 //! `vhost-device-spe`: serves the virtio-spe device to QEMU over vhost-user
-//! and/or the SPE model to a patched QEMU over the QEMU control channel.
+//! and/or the SPE model to a patched QEMU over the QEMU channel.
 
 mod config;
 mod ctl;
@@ -22,7 +22,7 @@ use config::{Config, ServeArgs};
 ///
 /// Without a subcommand, listens on --socket-path for a vhost-user front end
 /// (QEMU's vhost-user-device-pci with virtio-id=58,num_vqs=2,config_size=64)
-/// and/or on --qemu-socket for a patched QEMU's SPE control channel (the
+/// and/or on --qemu-socket for a patched QEMU's SPE channel (the
 /// full-emulation path), and serves one VM after another on each until
 /// SIGINT or SIGTERM.
 /// Log verbosity follows RUST_LOG (default: info).
@@ -189,7 +189,7 @@ fn serve(config: &Config) -> Result<(), String> {
             let h = qemu::spawn(&q.socket, c)
                 .map_err(|e| format!("cannot listen on {}: {e}", q.socket.display()))?;
             info!(
-                "QEMU control channel listening on {} (cpu {:?}{synthetic})",
+                "QEMU channel listening on {} (cpu {:?}{synthetic})",
                 q.socket.display(),
                 config.cpu,
             );

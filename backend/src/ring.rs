@@ -1,4 +1,4 @@
-//! The shared sampled-operation ring of the QEMU control channel
+//! The shared sampled-operation ring of the QEMU channel
 //! ([`spe_protocol::channel::ring`]): the backend's consumer side, the IRQ
 //! area it publishes PMBIRQ levels and sampling state in, and a producer
 //! (QEMU's side) for tests, benchmarks and tools.

@@ -1,4 +1,4 @@
-//! The QEMU control channel end to end: the real server (in-process, or the
+//! The QEMU channel end to end: the real server (in-process, or the
 //! built binary as a child) on a real Unix socket, memfd-backed guest RAM
 //! passed by SCM_RIGHTS, the shared-memory ring and the IRQ eventfd, driven
 //! by the Rust client as the patched QEMU would drive it.

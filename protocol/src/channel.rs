@@ -1,4 +1,4 @@
-//! The QEMU control channel: how a patched QEMU (the full-emulation path)
+//! The QEMU channel: how a patched QEMU (the full-emulation path)
 //! reaches the backend without a virtio device. See `protocol/README.md`
 //! for the design; this module is the normative layout.
 //!

@@ -1,4 +1,4 @@
-//! `qemu-patches/` copies the control channel's constants into C by hand
+//! `qemu-patches/` copies the QEMU channel's constants into C by hand
 //! (`target/arm/spe-channel.h` and `spe-channel.c`): this checks every one
 //! against the Rust definitions, so a protocol change that misses the QEMU
 //! side fails here rather than in a booted guest.

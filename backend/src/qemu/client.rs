@@ -1,4 +1,4 @@
-//! A Rust client of the QEMU control channel: what the patched QEMU does,
+//! A Rust client of the QEMU channel: what the patched QEMU does,
 //! for tests, benchmarks and debugging the backend without QEMU.
 
 use std::fs::File;

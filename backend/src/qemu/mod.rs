@@ -1,4 +1,4 @@
-//! The QEMU control channel (the full-emulation path): the backend side of
+//! The QEMU channel (the full-emulation path): the backend side of
 //! [`spe_protocol::channel`].
 //!
 //! One thread owns every SPU of the connected VM and runs an
