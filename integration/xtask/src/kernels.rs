@@ -133,14 +133,27 @@ impl Apt {
         let step = Step::new(format!(
             "apt-get update of the guest suites ({PRIVATE_SUITES})"
         ));
-        let mut c = Command::new("apt-get");
-        if let Some(cfg) = &self.config {
-            c.env("APT_CONFIG", cfg);
+        // A mirror that answers part of an update with an error (seen once
+        // on a new machine: two index files "could not be opened") is
+        // usually fine a few seconds later: try a few times.
+        const ATTEMPTS: u32 = 3;
+        for attempt in 1..=ATTEMPTS {
+            let mut c = Command::new("apt-get");
+            if let Some(cfg) = &self.config {
+                c.env("APT_CONFIG", cfg);
+            }
+            match run(
+                "apt-get update of the private guest-package configuration",
+                c.args(["-q", "update"]),
+            ) {
+                Ok(_) => break,
+                Err(e) if attempt < ATTEMPTS => {
+                    eprintln!("==> {e:#}\n    trying again in 10 s ({attempt} of {ATTEMPTS})");
+                    std::thread::sleep(std::time::Duration::from_secs(10));
+                }
+                Err(e) => return Err(e),
+            }
         }
-        run(
-            "apt-get update of the private guest-package configuration",
-            c.args(["-q", "update"]),
-        )?;
         step.done("done");
         Ok(())
     }
