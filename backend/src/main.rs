@@ -181,6 +181,7 @@ fn serve(config: &Config) -> Result<(), String> {
     let channel = match &config.qemu {
         Some(q) => {
             let mut c = qemu::ServerConfig::new(config.features.clone());
+            c.cpu = config.cpu;
             c.synthetic_rate = config.synthetic;
             c.control = hub.clone();
             c.choices = config.choices;

@@ -106,6 +106,7 @@ fn channel_seeds() -> Vec<Vec<u8>> {
         Hello {
             version: VERSION,
             num_vcpus: 4,
+            midr: 0,
         }
         .to_bytes()
         .to_vec(),

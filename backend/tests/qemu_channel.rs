@@ -701,6 +701,7 @@ fn malformed_or_out_of_order_messages_drop_the_connection_only() {
     let hello = Hello {
         version: VERSION,
         num_vcpus: 1,
+        midr: 0,
     }
     .to_bytes();
     let mut bad_magic = msg(MsgType::Sync as u16, 0, &[]);
@@ -827,6 +828,7 @@ fn malformed_or_out_of_order_messages_drop_the_connection_only() {
     let bad = Hello {
         version: 99,
         num_vcpus: 1,
+        midr: 0,
     };
     let reply = c
         .request(MsgType::Hello, ALL_VCPUS, &bad.to_bytes(), &[])
@@ -834,6 +836,30 @@ fn malformed_or_out_of_order_messages_drop_the_connection_only() {
     let reply = spe_protocol::channel::HelloReply::from_bytes(&reply).unwrap();
     assert_eq!(reply.status, Status::BAD_VERSION);
     assert_eq!(c.stream().read(&mut [0u8; 1]).unwrap(), 0);
+
+    // A guest CPU that is not the profile's core (QEMU's max for the N1
+    // profile): refused with BAD_CPU, then dropped. The N1's own MIDR, of
+    // any revision, is served.
+    for (midr, status) in [
+        (0x000f_0510, Status::BAD_CPU),
+        (0x414f_d0c1, Status::OK),
+        (0x410f_d0c0, Status::OK),
+    ] {
+        let mut c = ChannelClient::connect(p).unwrap();
+        let hello = Hello {
+            version: VERSION,
+            num_vcpus: 1,
+            midr,
+        };
+        let reply = c
+            .request(MsgType::Hello, ALL_VCPUS, &hello.to_bytes(), &[])
+            .unwrap();
+        let reply = spe_protocol::channel::HelloReply::from_bytes(&reply).unwrap();
+        assert_eq!(reply.status, status, "{midr:#x}");
+        if status != Status::OK {
+            assert_eq!(c.stream().read(&mut [0u8; 1]).unwrap(), 0);
+        }
+    }
 
     // A corrupt ring index (more than a ring ahead) drops the connection.
     let guest = Guest::new();

@@ -188,11 +188,15 @@ impl Header {
     }
 }
 
-/// HELLO: version u32, num_vcpus u32, reserved u64.
+/// HELLO: version u32, num_vcpus u32, midr u32, reserved u32.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hello {
     pub version: u32,
     pub num_vcpus: u32,
+    /// The guest CPU's MIDR_EL1 (0: not said). The backend refuses a
+    /// CPU that is not the core its profile names
+    /// ([`Status::BAD_CPU`]).
+    pub midr: u32,
 }
 
 impl Hello {
@@ -201,6 +205,7 @@ impl Hello {
         let mut b = [0u8; Self::SIZE];
         put(&mut b, 0, &self.version.to_le_bytes());
         put(&mut b, 4, &self.num_vcpus.to_le_bytes());
+        put(&mut b, 8, &self.midr.to_le_bytes());
         b
     }
     pub fn from_bytes(b: &[u8]) -> Result<Hello> {
@@ -208,6 +213,7 @@ impl Hello {
         Ok(Hello {
             version: u32_at(b, 0),
             num_vcpus: u32_at(b, 4),
+            midr: u32_at(b, 8),
         })
     }
 }
@@ -602,6 +608,9 @@ impl Status {
     pub const BAD_VERSION: u32 = 3;
     /// The fds or sizes of SET_MEM_TABLE / SET_RING were unusable.
     pub const BAD_RESOURCE: u32 = 4;
+    /// HELLO: the guest CPU (its MIDR) is not the core the backend's
+    /// profile names.
+    pub const BAD_CPU: u32 = 5;
     /// SYSREG outcome for an encoding that is not an SPE register.
     pub const UNKNOWN_REGISTER: u8 = 0x10;
 

@@ -150,6 +150,7 @@ fn expected() -> Vec<(String, u64)> {
         ("SPE_CONTEXT_SIZE", channel::CONTEXT_SIZE as u64),
         ("SPE_HELLO_REPLY_SIZE", channel::HelloReply::SIZE as u64),
         ("SPE_STATUS_SIZE", channel::Status::SIZE as u64),
+        ("SPE_STATUS_BAD_CPU", u64::from(channel::Status::BAD_CPU)),
         ("SPE_SYSREG_SIZE", channel::SysregAccess::SIZE as u64),
         ("SPE_SYSREG_REPLY_SIZE", channel::SysregReply::SIZE as u64),
         ("SPE_TRANSLATION_REGS", channel::TRANSLATION_SIZE as u64 / 8),

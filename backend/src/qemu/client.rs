@@ -108,6 +108,7 @@ impl ChannelClient {
         let p = Hello {
             version: VERSION,
             num_vcpus,
+            midr: 0,
         }
         .to_bytes();
         HelloReply::from_bytes(&self.request(MsgType::Hello, channel::ALL_VCPUS, &p, &[])?)

@@ -4,6 +4,7 @@ use std::io;
 use std::time::Duration;
 
 use spe_protocol::channel::{ChannelError, MsgType};
+use spe_protocol::profile::CpuProfile;
 
 use crate::ring::RingError;
 
@@ -52,6 +53,18 @@ pub(super) enum ProtocolError {
     NoHello(Duration),
     #[error("second HELLO")]
     SecondHello,
+    #[error(
+        "HELLO refused: the guest CPU (MIDR_EL1 {midr:#010x}{}) is not the {profile} \
+         this backend models; run QEMU with -cpu {} or the backend with --cpu {}",
+        guest.map(|g| format!(", QEMU's -cpu {g}")).unwrap_or_default(),
+        profile.qemu_cpu(),
+        guest.map_or_else(|| "of that core".to_string(), |g| g.name().to_string())
+    )]
+    OtherCpu {
+        midr: u32,
+        guest: Option<CpuProfile>,
+        profile: CpuProfile,
+    },
     #[error("HELLO refused (status {status}): version {version}, {vcpus} vCPUs")]
     HelloRefused {
         status: u32,

@@ -36,6 +36,7 @@ use std::time::Duration;
 use event_manager::{EventManager, SubscriberOps};
 use log::{error, info};
 use spe_protocol::channel;
+use spe_protocol::profile::CpuProfile;
 use vm_memory::GuestMemoryMmap;
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
@@ -60,6 +61,9 @@ pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 /// What the channel server serves.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
+    /// The core the model is (`--cpu`): HELLO refuses a guest CPU whose
+    /// MIDR is another's.
+    pub cpu: CpuProfile,
     pub features: Features,
     /// Synthetic sampled operations per second per vCPU (`--synthetic`).
     pub synthetic_rate: Option<u64>,
@@ -81,6 +85,7 @@ pub struct ServerConfig {
 impl ServerConfig {
     pub fn new(features: Features) -> ServerConfig {
         ServerConfig {
+            cpu: CpuProfile::default(),
             features,
             synthetic_rate: None,
             ring_slots: channel::ring::DEFAULT_SLOTS,

@@ -13,6 +13,7 @@ use spe_protocol::channel::{
     self, feature, ring::Layout, Header, Hello, HelloReply, MemTable, MsgType, Restore, RingSetup,
     Status, SysregAccess, SysregReply, ALL_VCPUS,
 };
+use spe_protocol::profile::CpuProfile;
 use spe_protocol::regs::SysReg;
 
 use super::conn::Conn;
@@ -84,6 +85,14 @@ impl Server {
         let (reply, vm) = hello_reply(&self.cfg, &hello);
         conn.reply(h, &reply.to_bytes())?;
         let Some(mut vm) = vm else {
+            if reply.status == Status::BAD_CPU {
+                return Err(ProtocolError::OtherCpu {
+                    midr: hello.midr,
+                    guest: CpuProfile::of_midr(hello.midr),
+                    profile: self.cfg.cpu,
+                }
+                .into());
+            }
             return Err(ProtocolError::HelloRefused {
                 status: reply.status,
                 version: hello.version,
@@ -372,6 +381,8 @@ fn hello_reply(cfg: &ServerConfig, hello: &Hello) -> (HelloReply, Option<Vm>) {
         Status::BAD_VERSION
     } else if !(1..=MAX_VCPUS).contains(&hello.num_vcpus) {
         Status::BAD_VCPU
+    } else if hello.midr != 0 && !cfg.cpu.matches_midr(hello.midr) {
+        Status::BAD_CPU
     } else {
         Status::OK
     };
