@@ -49,7 +49,8 @@ const DEFAULT_RAM: u64 = 128 << 20;
 /// `spe-qemu`'s own options, all `--spe-*`, taken out of the command line.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SpeOptions {
-    /// `--spe-cpu`: the backend's CPU profile (`vhost-device-spe --cpu`).
+    /// `--spe-cpu`: the core, for the backend (`vhost-device-spe --cpu`)
+    /// and, when the command line has no `-cpu`, for QEMU.
     pub cpu: Option<CpuProfile>,
     /// `--spe-log FILE`: the backend's log (else a private file, shown
     /// when QEMU fails).
@@ -72,6 +73,8 @@ pub struct SpeOptions {
 pub struct Plan {
     pub qemu_args: Vec<String>,
     pub backend_args: Vec<String>,
+    /// What the user should know before the guest boots.
+    pub notes: Vec<String>,
 }
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -92,10 +95,22 @@ pub enum Error {
     )]
     NotTcg(String),
     #[error(
-        "no -cpu: virt's default CPU (cortex-a15) has no SPE; name an AArch64 \
-         one, e.g. -cpu max"
+        "no -cpu: virt's default CPU (cortex-a15) has no SPE; name one of \
+         the cores vhost-device-spe models ({list}) with -cpu or --spe-cpu",
+        list = CpuProfile::names()
     )]
     NoCpu,
+    #[error(
+        "-cpu {0}: vhost-device-spe models no such core; SPE is offered on \
+         -cpu {list}",
+        list = CpuProfile::names()
+    )]
+    NoProfile(String),
+    #[error(
+        "--spe-cpu {spe} with -cpu {cpu}: the backend and QEMU must be the same \
+         core; give one of them"
+    )]
+    OtherCpu { spe: CpuProfile, cpu: String },
     #[error("-cpu {0}: spe-qemu sets spe=, pmu-ss= and spe-socket= itself")]
     CpuHasSpe(String),
     #[error(
@@ -373,7 +388,24 @@ pub fn plan(args: &[String], spe: &SpeOptions, socket: &Path) -> Result<Plan, Er
     let machine = machine
         .filter(|_| machine_type.is_some())
         .ok_or(Error::NoMachine)?;
-    let cpu = cpu.ok_or(Error::NoCpu)?;
+    let profile = match (cpu, spe.cpu) {
+        (None, None) => return Err(Error::NoCpu),
+        (None, Some(p)) => {
+            out.push("-cpu".into());
+            out.push(p.qemu_cpu().into());
+            p
+        }
+        (Some(i), p) => {
+            let model = parts(&out[i]).swap_remove(0);
+            let of_cpu =
+                CpuProfile::from_name(&model).ok_or_else(|| Error::NoProfile(model.clone()))?;
+            match p {
+                Some(p) if p != of_cpu => return Err(Error::OtherCpu { spe: p, cpu: model }),
+                _ => of_cpu,
+            }
+        }
+    };
+    let cpu = cpu.unwrap_or(out.len() - 1);
     out[cpu].push_str(&format!(",spe=on,spe-socket={}", socket.display()));
     if user_ram.is_empty() {
         out[machine].push_str(&format!(",memory-backend={RAM_ID}"));
@@ -392,7 +424,7 @@ pub fn plan(args: &[String], spe: &SpeOptions, socket: &Path) -> Result<Plan, Er
         "--vcpus".into(),
         vcpus.to_string(),
         "--cpu".into(),
-        spe.cpu.unwrap_or_default().name().into(),
+        profile.name().into(),
     ];
     if el2 {
         backend_args.push("--el2".into());
@@ -406,10 +438,30 @@ pub fn plan(args: &[String], spe: &SpeOptions, socket: &Path) -> Result<Plan, Er
             backend_args.push(p.display().to_string());
         }
     }
+    let mut notes = Vec::new();
+    if !profile.has_e0pd() && !append_unmaps_kernel(&out) {
+        notes.push(format!(
+            "a {profile} has no FEAT_E0PD: with KASLR on, Linux unmaps the \
+             kernel at EL0 (KPTI) and its SPE driver refuses (\"profiling buffer \
+             inaccessible. Try passing kpti=off\"), as on a real {profile}; add \
+             kpti=off (or nokaslr) to -append"
+        ));
+    }
     Ok(Plan {
         qemu_args: out,
         backend_args,
+        notes,
     })
+}
+
+/// Whether `-append` turns KPTI off (`kpti=off`, `kpti=0`) or KASLR,
+/// which is what makes Linux unmap the kernel at EL0 on a core without
+/// E0PD.
+fn append_unmaps_kernel(args: &[String]) -> bool {
+    args.windows(2)
+        .filter(|w| option_name(&w[0]) == Some("append"))
+        .flat_map(|w| w[1].split_whitespace())
+        .any(|p| matches!(p, "kpti=off" | "kpti=0" | "nokaslr"))
 }
 
 #[cfg(test)]
@@ -444,8 +496,79 @@ mod tests {
         );
         assert_eq!(
             p.backend_args,
-            args("--qemu-socket /run/x/spe.sock --vcpus 2 --cpu neoverse-n1")
+            args("--qemu-socket /run/x/spe.sock --vcpus 2 --cpu max")
         );
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
+    }
+
+    /// One core for both: the backend's profile is the -cpu's, or
+    /// --spe-cpu adds the -cpu; cores it does not model and two different
+    /// ones are refused; a core without E0PD gets the KPTI note unless
+    /// -append turns KPTI or KASLR off.
+    #[test]
+    fn the_backend_models_the_cpu_qemu_runs() {
+        let backend_cpu = |p: &Plan| p.backend_args.last().cloned().unwrap();
+        for (line, qemu_cpu, profile, note) in [
+            ("-cpu neoverse-n1", "neoverse-n1", "neoverse-n1", true),
+            (
+                "-cpu neoverse-v1,sve=off",
+                "neoverse-v1,sve=off",
+                "neoverse-v1",
+                true,
+            ),
+            (
+                "-cpu max,pauth-impdef=on",
+                "max,pauth-impdef=on",
+                "max",
+                false,
+            ),
+            ("--spe-cpu neoverse-n1", "neoverse-n1", "neoverse-n1", true),
+            ("--spe-cpu max -cpu max", "max", "max", false),
+            (
+                "-cpu neoverse-n1 -append kpti=off",
+                "neoverse-n1",
+                "neoverse-n1",
+                false,
+            ),
+            (
+                "-cpu neoverse-n1 -append nokaslr",
+                "neoverse-n1",
+                "neoverse-n1",
+                false,
+            ),
+            (
+                "-cpu neoverse-n1 -append kpti=on",
+                "neoverse-n1",
+                "neoverse-n1",
+                true,
+            ),
+        ] {
+            let p = plan_of(&format!("-M virt {line}")).unwrap();
+            let i = p.qemu_args.iter().position(|a| a == "-cpu").unwrap();
+            assert_eq!(
+                p.qemu_args[i + 1],
+                format!("{qemu_cpu},spe=on,spe-socket=/run/x/spe.sock"),
+                "{line}"
+            );
+            assert_eq!(backend_cpu(&p), profile, "{line}");
+            assert_eq!(p.notes.len(), usize::from(note), "{line}: {:?}", p.notes);
+            if note {
+                assert!(p.notes[0].contains("kpti=off"), "{:?}", p.notes);
+            }
+        }
+        for (line, err) in [
+            ("-cpu cortex-a57", Error::NoProfile("cortex-a57".into())),
+            ("-cpu host", Error::NoProfile("host".into())),
+            (
+                "--spe-cpu neoverse-n1 -cpu max",
+                Error::OtherCpu {
+                    spe: CpuProfile::NeoverseN1,
+                    cpu: "max".into(),
+                },
+            ),
+        ] {
+            assert_eq!(plan_of(&format!("-M virt {line}")), Err(err), "{line}");
+        }
     }
 
     /// Rows: command line, then the memfd size, the backend's --vcpus and

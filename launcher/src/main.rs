@@ -29,14 +29,18 @@ shared memfd of the -m size (memory-backend= on -M), spe=on and
 spe-socket= on the -cpu; the backend gets the -smp vCPU count and EL2
 with virtualization=on. RAM the command line already shares (a
 memory-backend-memfd or -file with share=on, as -M memory-backend= or
--numa node,memdev=) is kept as it is. Needs -M virt, an AArch64 -cpu
-(e.g. max) and TCG.
+-numa node,memdev=) is kept as it is. Needs -M virt, TCG and one of
+the cores the backend models as -cpu: neoverse-n1, neoverse-v1 or max.
+The backend models the -cpu's core, so the guest's MIDR and ID
+registers, the records and perf's decoding of them agree.
 The backend stops when QEMU exits; spe-qemu exits with QEMU's status.
 
 Options (taken out before QEMU sees the command line):
-  --spe-cpu PROFILE          the backend's CPU profile: neoverse-n1 (default;
-                             FEAT_SPEv1p1), neoverse-v1, max (FEAT_SPEv1p4, FnE,
-                             EFT, FDS, ERnd, PMUv3_SS)
+  --spe-cpu PROFILE          the core when the command line has no -cpu (it
+                             adds -cpu PROFILE): neoverse-n1 (FEAT_SPEv1p1),
+                             neoverse-v1, max (FEAT_SPEv1p4, FnE, EFT, FDS,
+                             ERnd, PMUv3_SS); with a -cpu it must name the
+                             same core
   --spe-log FILE             the backend's log (default: a private file, shown
                              when QEMU fails)
   --spe-control-socket PATH  the backend's control socket, for
@@ -117,6 +121,9 @@ fn run() -> Result<ExitCode, LaunchError> {
     let socket = dir.0.join("spe.sock");
     let plan = cmdline::plan(&qemu_args, &spe, &socket)?;
     let log = spe.log.clone().unwrap_or_else(|| dir.0.join("backend.log"));
+    for note in &plan.notes {
+        eprintln!("spe-qemu: note: {note}");
+    }
 
     block_forwarded_signals();
     let mut backend = start_backend(&backend, &plan.backend_args, &log, &socket)?;

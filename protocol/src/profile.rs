@@ -73,6 +73,14 @@ impl CpuProfile {
         (midr >> 24) as u8 == implementer && ((midr >> 4) & 0xfff) as u16 == part
     }
 
+    /// Whether the core has FEAT_E0PD (Armv8.5): without it Linux with
+    /// KASLR unmaps the kernel at EL0 (KPTI) and its SPE driver refuses
+    /// the profiling buffer, on the real core as here. N1 is Armv8.2, V1
+    /// Armv8.4 (their TRMs); QEMU's `max` has E0PD.
+    pub const fn has_e0pd(self) -> bool {
+        matches!(self, CpuProfile::Max)
+    }
+
     /// The profile whose core has MIDR_EL1 `midr`, if any.
     pub fn of_midr(midr: u32) -> Option<CpuProfile> {
         Self::ALL.into_iter().find(|p| p.matches_midr(midr))

@@ -8,6 +8,7 @@
 use crate::runner::{GuestRun, Rig};
 use crate::scenario::{SpeRun, Verdict};
 use anyhow::Result;
+use spe_protocol::profile::CpuProfile;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -17,18 +18,21 @@ pub struct Config {
     pub name: &'static str,
     /// The scenario script (integration/guest/scenarios/<guest>.sh).
     pub guest: &'static str,
-    /// Full emulation with the backend attached; `None` is `-cpu max`
-    /// without SPE and without a backend.
+    /// Full emulation with the backend attached; `None` is the same core
+    /// ([`CORE`]) without SPE and without a backend.
     pub spe: Option<SpeRun>,
 }
 
+/// The core every row runs on, SPE off included.
+const CORE: CpuProfile = CpuProfile::NeoverseN1;
+
 pub fn configs() -> Vec<Config> {
-    let spe = || Some(SpeRun::new("neoverse-n1"));
+    let spe = || Some(SpeRun::new(CORE));
     // Linux raises a period below PMSIDR_EL1.Interval to it.
     let spe256 = || {
         Some(SpeRun {
             min_interval: Some(256),
-            ..SpeRun::new("neoverse-n1")
+            ..SpeRun::new(CORE)
         })
     };
     let row = |name, guest, spe| Config { name, guest, spe };
@@ -201,7 +205,8 @@ fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome) -> Result<()> {
         backend: c.spe.is_some(),
         timeout: Duration::from_secs(600),
         kill_backend_when: None,
-        spe: c.spe.clone(),
+        // Without a backend: the core, without spe=on.
+        spe: Some(c.spe.clone().unwrap_or(SpeRun::new(CORE))),
     })?;
     let ns = out
         .result("workload_ns")

@@ -19,6 +19,7 @@
 
 use crate::scenario::{Expect, Judge, OnMarker, RunOutput, Scenario, SpeRun};
 use spe_protocol::control::ArmedFault;
+use spe_protocol::profile::CpuProfile;
 
 /// How the guest must react.
 #[derive(Clone, Copy, Debug)]
@@ -328,8 +329,8 @@ fn case(name: &str) -> Option<&'static Case> {
 pub fn scenarios() -> Vec<Scenario> {
     let full = CASES
         .iter()
-        .map(|c| (c.name, c, "spe-fault", SpeRun::new("neoverse-n1")));
-    let paravirt = SpeRun::paravirt("neoverse-n1", 0);
+        .map(|c| (c.name, c, "spe-fault", SpeRun::new(CpuProfile::NeoverseN1)));
+    let paravirt = SpeRun::paravirt(CpuProfile::NeoverseN1, 0);
     let of_cases = VIRTIO_OF_CASES.iter().map(|&(name, of)| {
         let c = case(of).expect("VIRTIO_OF_CASES names a case of CASES");
         (name, c, "virtio-spe-fault", paravirt.clone())

@@ -27,6 +27,7 @@ use kernels::KernelSpec;
 use runner::{GuestRun, Rig};
 use scenario::{SpeRun, Verdict};
 use setup::Paths;
+use spe_protocol::profile::CpuProfile;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -158,7 +159,7 @@ fn real_main(args: &[String]) -> Result<bool> {
                     // Scripts outside `test` (the bench's) get full emulation on request.
                     rest.iter()
                         .any(|a| a == "--spe")
-                        .then(|| SpeRun::new("neoverse-n1"))
+                        .then(|| SpeRun::new(CpuProfile::NeoverseN1))
                 });
             let out = rig.run(&GuestRun {
                 scenario: name.clone(),
@@ -542,7 +543,7 @@ fn demo(kernel: &[&'static KernelSpec]) -> Result<bool> {
         backend: true,
         timeout: Duration::from_secs(240),
         kill_backend_when: None,
-        spe: Some(SpeRun::new("neoverse-n1")),
+        spe: Some(SpeRun::new(CpuProfile::NeoverseN1)),
     })?;
     println!("--- what the guest saw and recorded ---");
     for l in out.console.lines() {

@@ -5,6 +5,7 @@
 //! `VIRTIO_LIVE`).
 
 use crate::scenario::{cpu_list, Expect, Judge, OnMarker, RunOutput, Scenario, SpeRun};
+use spe_protocol::profile::CpuProfile;
 
 /// The synthetic source's operations per second per vCPU: about a
 /// thousand records a second each at the default interval.
@@ -12,7 +13,7 @@ pub const RATE: u64 = 1_000_000;
 
 pub fn scenarios() -> Vec<Scenario> {
     let run = |name, expect| {
-        Scenario::new(name, name, 180, expect).spe(SpeRun::paravirt("neoverse-n1", RATE))
+        Scenario::new(name, name, 180, expect).spe(SpeRun::paravirt(CpuProfile::NeoverseN1, RATE))
     };
     vec![
         run("virtio-spe-perf", Expect::pass(check_perf)),
@@ -27,7 +28,7 @@ pub fn scenarios() -> Vec<Scenario> {
         run("virtio-spe-rmmod", Expect::pass(check_rmmod)),
         run("virtio-spe-restart", Expect::pass(check_restart)).spe(SpeRun {
             on_marker: Some(OnMarker::restart("SPE-VIRTIO-RESTART")),
-            ..SpeRun::paravirt("neoverse-n1", RATE)
+            ..SpeRun::paravirt(CpuProfile::NeoverseN1, RATE)
         }),
     ]
 }

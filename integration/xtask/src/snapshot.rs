@@ -5,6 +5,7 @@
 
 use crate::scenario::{Expect, Judge, RunOutput, Scenario, SpeRun};
 use spe_protocol::control::{SnapshotList, SnapshotOutcome};
+use spe_protocol::profile::CpuProfile;
 
 /// What pmu-snapshot.sh prints once the host may request a capture: the
 /// runner then runs `vhost-device-spe ctl --json snapshot`.
@@ -33,7 +34,7 @@ pub fn scenarios() -> Vec<Scenario> {
             120,
             Expect::pass(check_no_pmss),
         )
-        .spe(SpeRun::new("max")),
+        .spe(SpeRun::new(CpuProfile::Max)),
     ]
 }
 

@@ -31,7 +31,7 @@ impl Rig {
                     "--qemu-socket"
                 })
                 .arg(socket)
-                .args(["--cpu", spe.backend_cpu]);
+                .args(["--cpu", spe.cpu.name()]);
                 if spe.virtualization {
                     cmd.arg("--el2");
                 }
@@ -71,8 +71,8 @@ impl Rig {
     pub(super) fn launcher_command(&self, spec: &GuestRun, backend_log: &Path) -> Command {
         let spe = spec.spe.as_ref().expect("a launcher run is an SPE run");
         let mut c = Command::new(&self.launcher);
-        c.args(["--spe-cpu", spe.backend_cpu])
-            .arg("--spe-log")
+        // The backend's profile follows -cpu.
+        c.arg("--spe-log")
             .arg(backend_log)
             .arg("-M")
             .arg(if spe.virtualization {
@@ -80,9 +80,13 @@ impl Rig {
             } else {
                 "virt"
             })
-            .args(["-cpu", "max", "-smp", &VCPUS.to_string(), "-m", "1G"])
+            .args(["-cpu", spe.cpu.qemu_cpu()])
+            .args(["-smp", &VCPUS.to_string(), "-m", "1G"])
             .args(["-nographic", "-nic", "none", "-no-reboot"]);
-        self.boot_args(&mut c, &format!("spe.scenario={}", spec.scenario));
+        self.boot_args(
+            &mut c,
+            &format!("spe.scenario={}{}", spec.scenario, kpti(spec)),
+        );
         c
     }
 
@@ -112,14 +116,20 @@ impl Rig {
                     if spe.mte { ",mte=on" } else { "" }
                 ),
                 format!(
-                    "max,spe=on{},spe-socket={}",
+                    "{},spe=on{},spe-socket={}",
+                    spe.cpu.qemu_cpu(),
                     if spe.pmu_ss { ",pmu-ss=on" } else { "" },
                     socket.display()
                 ),
             ),
+            // The paravirtual path, and runs without SPE: the core
+            // without spe=on (no SPE run at all: QEMU's max).
             _ => (
                 "virt,gic-version=3,memory-backend=mem".to_string(),
-                "max".to_string(),
+                spec.spe
+                    .as_ref()
+                    .map_or("max", |s| s.cpu.qemu_cpu())
+                    .to_string(),
             ),
         };
         // Named threads ("CPU 0/TCG"), for pin_vcpu0() and for top.
@@ -149,7 +159,11 @@ impl Rig {
         }
         self.boot_args(
             &mut c,
-            &format!("spe.scenario={} spe.virtio_id={VIRTIO_ID}", spec.scenario),
+            &format!(
+                "spe.scenario={} spe.virtio_id={VIRTIO_ID}{}",
+                spec.scenario,
+                kpti(spec)
+            ),
         );
         if spec.backend && spec.spe.as_ref().is_none_or(|s| s.paravirt) {
             c.arg("-chardev")
@@ -169,10 +183,21 @@ impl Rig {
     }
 }
 
+/// ` kpti=off` for a core without E0PD, where Linux with KASLR unmaps
+/// the kernel at EL0 and its SPE driver then refuses the profiling buffer
+/// (as on the real core); nothing for the others.
+fn kpti(spec: &GuestRun) -> &'static str {
+    match &spec.spe {
+        Some(s) if !s.cpu.has_e0pd() => " kpti=off",
+        _ => "",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::scenario::{SpeRun, ICOUNT_FIXED};
+    use spe_protocol::profile::CpuProfile;
     use std::time::Duration;
 
     fn rig() -> Rig {
@@ -210,28 +235,70 @@ mod tests {
         args(rig().qemu_command(&run(spe), Path::new("console"), Path::new("sock")))
     }
 
+    /// The profile is QEMU's -cpu and the backend's --cpu; a core
+    /// without E0PD boots with kpti=off; a run without SPE gets max.
+    #[test]
+    fn a_run_is_on_the_core_its_profile_names() {
+        let cpu_of = |a: &[String]| {
+            a.windows(2)
+                .find(|w| w[0] == "-cpu")
+                .map(|w| w[1].clone())
+                .unwrap()
+        };
+        let append_of = |a: &[String]| {
+            a.windows(2)
+                .find(|w| w[0] == "-append")
+                .map(|w| w[1].clone())
+                .unwrap()
+        };
+        for (p, kpti_off) in [
+            (CpuProfile::NeoverseN1, true),
+            (CpuProfile::NeoverseV1, true),
+            (CpuProfile::Max, false),
+        ] {
+            for spe in [SpeRun::new(p), SpeRun::paravirt(p, 1)] {
+                let a = qemu_args(Some(spe.clone()));
+                assert!(
+                    cpu_of(&a) == p.qemu_cpu()
+                        || cpu_of(&a).starts_with(&format!("{},spe=on", p.qemu_cpu())),
+                    "{p}: {a:?}"
+                );
+                assert_eq!(append_of(&a).contains("kpti=off"), kpti_off, "{p}: {a:?}");
+                let b = args(rig().backend_command(
+                    &run(Some(spe)),
+                    Path::new("dir"),
+                    Path::new("sock"),
+                ));
+                assert!(b.windows(2).any(|w| w == ["--cpu", p.name()]), "{b:?}");
+            }
+        }
+        let a = qemu_args(None);
+        assert_eq!(cpu_of(&a), "max");
+        assert!(!append_of(&a).contains("kpti"));
+    }
+
     #[test]
     fn icount_runs_add_icount_and_others_do_not() {
         let on = SpeRun {
             icount: Some(ICOUNT_FIXED),
-            ..SpeRun::new("neoverse-n1")
+            ..SpeRun::new(CpuProfile::NeoverseN1)
         };
         let args = qemu_args(Some(on));
         assert!(
             args.windows(2).any(|w| w == ["-icount", ICOUNT_FIXED]),
             "{args:?}"
         );
-        assert!(!qemu_args(Some(SpeRun::new("neoverse-n1"))).contains(&"-icount".into()));
+        assert!(!qemu_args(Some(SpeRun::new(CpuProfile::NeoverseN1))).contains(&"-icount".into()));
         assert!(!qemu_args(None).contains(&"-icount".into()));
     }
 
     #[test]
     fn backend_runs_are_controlled_and_pause_at_power_off() {
-        let spe = qemu_args(Some(SpeRun::new("neoverse-n1")));
+        let spe = qemu_args(Some(SpeRun::new(CpuProfile::NeoverseN1)));
         assert!(spe.windows(2).any(|w| w == ["-action", "shutdown=pause"]));
         assert!(spe.contains(&"unix:sock.qmp,server=on,wait=off".to_string()));
         let backend = args(rig().backend_command(
-            &run(Some(SpeRun::new("neoverse-n1"))),
+            &run(Some(SpeRun::new(CpuProfile::NeoverseN1))),
             Path::new("dir"),
             Path::new("sock"),
         ));
@@ -242,7 +309,7 @@ mod tests {
         assert!(!qemu_args(None).contains(&"-qmp".into()));
         let launched = run(Some(SpeRun {
             launcher: true,
-            ..SpeRun::new("neoverse-n1")
+            ..SpeRun::new(CpuProfile::NeoverseN1)
         }));
         assert!(!launched.controlled());
     }

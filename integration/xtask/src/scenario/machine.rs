@@ -1,6 +1,7 @@
 //! The guest machine every run boots, and how a full-emulation or
 //! paravirtual run sets the backend up ([`SpeRun`]).
 
+use spe_protocol::profile::CpuProfile;
 use std::time::Duration;
 
 /// The paravirtual device's identity, as the guest must see it.
@@ -76,11 +77,13 @@ impl OnMarker {
     }
 }
 
-/// How a full-emulation (`-cpu max,spe=on`) or paravirtual run is set up.
+/// How a full-emulation (`-cpu CORE,spe=on`) or paravirtual run is set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpeRun {
-    /// The backend's `--cpu` (which ID registers it advertises).
-    pub backend_cpu: &'static str,
+    /// The core: QEMU's `-cpu` and the backend's `--cpu`, one profile
+    /// for both (a core without E0PD boots with `kpti=off`, as a real one
+    /// must for SPE).
+    pub cpu: CpuProfile,
     /// The backend's `--synthetic RATE`.
     pub synthetic: Option<u64>,
     /// `-M virt,virtualization=on`: the guest kernel runs at EL2 (VHE).
@@ -117,7 +120,8 @@ pub struct SpeRun {
     /// UNPREDICTABLE and IMPLEMENTATION DEFINED behaviours other than the
     /// defaults; `--align BYTES`).
     pub backend_args: &'static [&'static str],
-    /// The paravirtual path instead: a guest CPU without SPE (`-cpu max`)
+    /// The paravirtual path instead: a guest CPU without SPE (the core's
+    /// `-cpu` without `spe=on`)
     /// and the backend as QEMU's vhost-user device (virtio ID 58), which
     /// the guest's `virtio_spe` module drives. The other options apply
     /// to the backend as on the QEMU channel.
@@ -125,9 +129,9 @@ pub struct SpeRun {
 }
 
 impl SpeRun {
-    pub const fn new(backend_cpu: &'static str) -> SpeRun {
+    pub const fn new(cpu: CpuProfile) -> SpeRun {
         SpeRun {
-            backend_cpu,
+            cpu,
             synthetic: None,
             virtualization: false,
             mte: false,
@@ -147,11 +151,11 @@ impl SpeRun {
 
     /// The paravirtual path (see [`SpeRun::paravirt`]) with the backend's
     /// `--cpu` and synthetic source.
-    pub const fn paravirt(backend_cpu: &'static str, synthetic: u64) -> SpeRun {
+    pub const fn paravirt(cpu: CpuProfile, synthetic: u64) -> SpeRun {
         SpeRun {
             paravirt: true,
             synthetic: Some(synthetic),
-            ..SpeRun::new(backend_cpu)
+            ..SpeRun::new(cpu)
         }
     }
 

@@ -5,18 +5,19 @@
 use super::checks::*;
 use crate::scenario::{Expect, OnMarker, RunOutput, Scenario, SpeRun, ICOUNT_AUTO, ICOUNT_FIXED};
 use crate::{attributes, driver_bugs, faults, paravirt, perf_test, proofs, snapshot};
+use spe_protocol::profile::CpuProfile;
 use std::time::Duration;
 
 type CheckFn = fn(&RunOutput) -> Result<(), String>;
 
 fn n1() -> SpeRun {
-    SpeRun::new("neoverse-n1")
+    SpeRun::new(CpuProfile::NeoverseN1)
 }
 
 /// The backend's `max` profile: every feature it models (FEAT_SPEv1p4
 /// with EFT and FnE, discard, SVE, FEAT_PMUv3_SS).
 fn max() -> SpeRun {
-    SpeRun::new("max")
+    SpeRun::new(CpuProfile::Max)
 }
 
 pub fn all() -> Vec<Scenario> {
