@@ -22,6 +22,7 @@ pub mod shm;
 pub mod spu;
 pub mod stats;
 pub mod synthetic;
+pub mod uarch;
 pub mod vhu_spe;
 
 /// Locks `m`, taking a poisoned lock's data as it is: a panic on one

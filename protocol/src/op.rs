@@ -68,6 +68,27 @@ pub struct SampledOp {
     pub contextidr_el2: u32,
     /// Physical generic-timer count when the operation completed.
     pub physical_count: u64,
+    /// The front end watches this load's or store's cache line for its
+    /// next access by the same vCPU (a reuse-distance sample, StatCache's
+    /// watchpoint); the result comes with a later operation's [`reuse`].
+    ///
+    /// [`reuse`]: SampledOp::reuse
+    pub watched: bool,
+    /// The result of the last watch, when it ended: the operations the
+    /// vCPU counted until the watched line's next access.
+    pub reuse: Reuse,
+}
+
+/// A watched line's reuse distance ([`SampledOp::reuse`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Reuse {
+    /// No watch ended since the last operation.
+    #[default]
+    None,
+    /// Accessed again after this many operations (saturating).
+    After(u32),
+    /// Not accessed again before the front end gave up watching.
+    NotWithin(u32),
 }
 
 impl Default for SampledOp {
@@ -94,6 +115,8 @@ impl Default for SampledOp {
             contextidr_el1: 0,
             contextidr_el2: 0,
             physical_count: 0,
+            watched: false,
+            reuse: Reuse::None,
         }
     }
 }
@@ -134,11 +157,17 @@ impl SampledOp {
     const F_B: u8 = 1 << 4; // indirect
     const F_V: u8 = 1 << 5; // vector structures
     const F_NO_VA: u8 = 1 << 6; // no data address
+    const F_WATCHED: u8 = 1 << 7; // the line is watched
+
+    // Byte 13: the kind of `reuse` (0 none, 1 After, 2 NotWithin); its
+    // operations at 80.
+    const REUSE_AFTER: u8 = 1;
+    const REUSE_NOT_WITHIN: u8 = 2;
 
     /// Encodes: pc u64 | el u8 | flags u8 | class u8 | subclass u8 | size u8 |
-    /// pad[3] | data_va u64 | data_pa u64 | target u64 | events u64 |
-    /// total u32 | issue u32 | xlat u32 | ctx1 u32 | ctx2 u32 | pad u32 |
-    /// count u64, all little-endian.
+    /// reuse kind u8 | pad[2] | data_va u64 | data_pa u64 | target u64 |
+    /// events u64 | total u32 | issue u32 | xlat u32 | ctx1 u32 | ctx2 u32 |
+    /// pad u32 | count u64 | reuse ops u32 | pad u32, all little-endian.
     pub fn to_bytes(&self) -> [u8; Self::WIRE_SIZE] {
         let mut b = [0u8; Self::WIRE_SIZE];
         let vector = matches!(self.class, OpClass::LoadStore { vector: true, .. });
@@ -164,6 +193,7 @@ impl SampledOp {
             (ind, Self::F_B),
             (vector, Self::F_V),
             (self.no_data_address, Self::F_NO_VA),
+            (self.watched, Self::F_WATCHED),
         ] {
             if on {
                 flags |= bit;
@@ -185,6 +215,13 @@ impl SampledOp {
         b[60..64].copy_from_slice(&self.contextidr_el1.to_le_bytes());
         b[64..68].copy_from_slice(&self.contextidr_el2.to_le_bytes());
         b[72..80].copy_from_slice(&self.physical_count.to_le_bytes());
+        let (kind, ops) = match self.reuse {
+            Reuse::None => (0, 0),
+            Reuse::After(n) => (Self::REUSE_AFTER, n),
+            Reuse::NotWithin(n) => (Self::REUSE_NOT_WITHIN, n),
+        };
+        b[13] = kind;
+        b[80..84].copy_from_slice(&ops.to_le_bytes());
         b
     }
 
@@ -233,6 +270,13 @@ impl SampledOp {
             contextidr_el1: u32_at(60),
             contextidr_el2: u32_at(64),
             physical_count: u64_at(72),
+            watched: flags & Self::F_WATCHED != 0,
+            // An unknown kind is no result: a newer front end's.
+            reuse: match b[13] {
+                Self::REUSE_AFTER => Reuse::After(u32_at(80)),
+                Self::REUSE_NOT_WITHIN => Reuse::NotWithin(u32_at(80)),
+                _ => Reuse::None,
+            },
         })
     }
 }
@@ -270,11 +314,17 @@ mod tests {
             data_pa_valid in any::<bool>(), no_data_address in any::<bool>(),
             size in any::<u8>(), target in any::<u64>(),
             events in any::<u64>(), lat in any::<[u32; 3]>(), ctx in any::<[u32; 2]>(),
-            physical_count in any::<u64>()) -> SampledOp {
+            physical_count in any::<u64>(), watched in any::<bool>(),
+            reuse in prop_oneof![
+                Just(Reuse::None),
+                any::<u32>().prop_map(Reuse::After),
+                any::<u32>().prop_map(Reuse::NotWithin),
+            ]) -> SampledOp {
             SampledOp { pc, el: El::from_u8(el).unwrap(), ns, nse, class, data_va, data_pa,
                 data_pa_valid, no_data_address, size, target, events, total_latency: lat[0],
                 issue_latency: lat[1], translation_latency: lat[2],
-                contextidr_el1: ctx[0], contextidr_el2: ctx[1], physical_count }
+                contextidr_el1: ctx[0], contextidr_el2: ctx[1], physical_count, watched,
+                reuse }
         }
     }
 

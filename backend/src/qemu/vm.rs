@@ -23,6 +23,7 @@ use crate::record::Recorder;
 use crate::ring::Consumer;
 use crate::spu::Spu;
 use crate::synthetic::Synthetic;
+use crate::uarch::MemoryHierarchy;
 
 /// How often the rings are drained while any vCPU samples. QEMU rings the
 /// doorbell only when a ring is half full: each doorbell costs the vCPU
@@ -34,6 +35,8 @@ const DRAIN_PERIOD: Duration = Duration::from_millis(1);
 /// The state of one connected VM, created by HELLO.
 pub(super) struct Vm {
     pub(super) spus: Vec<Spu>,
+    /// Where the sampled loads and stores are served from.
+    pub(super) hierarchy: MemoryHierarchy,
     pub(super) mem: Mem,
     pub(super) ring: Option<Ring>,
     pub(super) synthetic: Option<Synthetic>,
@@ -80,6 +83,7 @@ impl Vm {
             });
         Vm {
             spus,
+            hierarchy: MemoryHierarchy::new(cfg.cpu, vcpus),
             mem: Mem::new(),
             ring: None,
             synthetic: cfg.synthetic_rate.map(|r| Synthetic::new(vcpus, r)),
@@ -126,8 +130,10 @@ impl Vm {
         for v in range {
             let spu = &mut self.spus[v as usize];
             let mem = &self.mem;
+            let hierarchy = &mut self.hierarchy;
             ring.consumer.drain(v, |op| match op {
-                Ok(op) => {
+                Ok(mut op) => {
+                    hierarchy.serve(v, &mut op);
                     spu.sample(&op, mem);
                 }
                 Err(_) => bad += 1,

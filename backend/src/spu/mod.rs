@@ -66,7 +66,10 @@ impl Features {
         | 6 << 12 // MaxSize: 64 bytes
         | 2 << 16; // CountSize: 12-bit saturating
 
-    /// A Neoverse N1-like SPU: FEAT_SPEv1p1, no EL2/EL3.
+    /// A Neoverse N1-like SPU: FEAT_SPEv1p1, no EL2/EL3. Its records of
+    /// loads carry a Data Source packet, as the N1's do (perf decodes it
+    /// for the N1's MIDR: tools/perf/util/arm-spe.c's
+    /// `common_ds_encoding_cpus`, tested on N1SDP).
     pub fn neoverse_n1() -> Self {
         Features {
             pms_ver: PmsVer::V1p1,
@@ -82,7 +85,7 @@ impl Features {
             pmsidr: Self::PMSIDR_BASE,
             pmbidr: 0,
             pmu_counters: 6,
-            data_source: false,
+            data_source: true,
             sve: false,
         }
     }

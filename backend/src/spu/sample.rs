@@ -360,7 +360,9 @@ impl Spu {
         {
             return None;
         }
-        Some(if op.events & events::LLC_MISS != 0 {
+        Some(if op.events & events::CACHE_DATA_MODIFIED != 0 {
+            cu::DATA_SOURCE_PEER_CORE
+        } else if op.events & events::LLC_MISS != 0 {
             cu::DATA_SOURCE_DRAM
         } else if op.events & events::L2D_MISS != 0 {
             cu::DATA_SOURCE_SYSTEM_CACHE

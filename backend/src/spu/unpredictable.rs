@@ -270,33 +270,39 @@ pub const fn sve_recorded(sve: bool) -> bool {
 /// `SPEGetDataSourcePayloadSize()`: 2 bytes, as Neoverse cores write it.
 pub const DATA_SOURCE_PAYLOAD_BYTES: usize = 2;
 
-/// `SPEGetDataSource()`'s encoding, IMPLEMENTATION DEFINED: Neoverse's
-/// (which perf decodes for the Neoverse MIDRs it lists), from what QEMU
-/// knows about the access. A load that hit L1 is L1D (0); one its events
-/// say refilled L1 from L2 (L1D-REFILL, L2D-ACCESS) is L2 (8); one that
-/// missed L2 too (L2D-MISS, LLC-ACCESS) is the system cache (11), and one
-/// that missed that as well (LLC-MISS) is DRAM (14). Stores get no data
-/// source, loads of memory outside guest RAM neither.
+/// `SPEGetDataSource()`'s encoding, IMPLEMENTATION DEFINED: the one the
+/// Neoverse and recent Cortex cores share (their TRMs' "Data Source
+/// packet"; perf decodes it for the MIDRs of N1, N2, V1, V2, and others),
+/// from where the memory model ([`crate::uarch`]) served the load: L1D
+/// (0), L2 (8), a peer core's cache (9), the system-level cache (11),
+/// DRAM (14). The model's events say which: CACHE_DATA_MODIFIED (a
+/// peer's modified line), LLC-MISS, L2D-MISS, L1D-REFILL, or none. Stores
+/// get no data source (perf reads none for them either), loads of memory
+/// outside guest RAM neither. Never emitted: local cluster (10), peer
+/// cluster (12), remote (13): one cluster, one socket.
 pub const DATA_SOURCE_L1D: u16 = 0x0;
 /// See [`DATA_SOURCE_L1D`].
 pub const DATA_SOURCE_L2: u16 = 0x8;
+/// See [`DATA_SOURCE_L1D`].
+pub const DATA_SOURCE_PEER_CORE: u16 = 0x9;
 /// See [`DATA_SOURCE_L1D`].
 pub const DATA_SOURCE_SYSTEM_CACHE: u16 = 0xb;
 /// See [`DATA_SOURCE_L1D`].
 pub const DATA_SOURCE_DRAM: u16 = 0xe;
 
-// The events QEMU's sampler can give an operation, and so the ones its
-// records carry: RETIRED; for loads and stores L1D-ACCESS, TLB-ACCESS,
-// L1D-REFILL with L2D-ACCESS (one in 32), L2D-MISS with LLC-ACCESS (one
-// in 64), LLC-REFILL (one in 256), TLB-REFILL where QEMU's TLB missed,
-// ALIGNMENT where the access crosses a 64-byte cache line; NOT-TAKEN
-// for a failed condition, MISPRED from the predictor, and the SVE
-// predicate events. Never: EXCEPTION-GEN, REMOTE-ACCESS (one NUMA node),
-// HITM, LFB and SNOOPED (no other cores' caches are modelled) and TXN.
-// PMSEVFR_EL1 still filters on all the architecture defines for the
-// profile (`SPEFilterByEvents()`'s mask is the PE's features, not what
-// happens); a filter on one of these keeps no record, as on a core
-// where the event does not occur.
+// The events an operation's record can carry: RETIRED; for loads and
+// stores L1D-ACCESS and TLB-ACCESS, the cache events of the level the
+// memory model ([`crate::uarch`]) served it from (L1D-REFILL, L2D-ACCESS,
+// L2D-MISS, LLC-ACCESS, LLC-MISS; from a peer's modified line also
+// DATA-SNOOPED and CACHE-DATA-MODIFIED, on a PE whose Events payload has
+// them: FEAT_SPEv1p4), TLB-WALK where QEMU's TLB missed, MISALIGNED
+// where the access crosses a 64-byte cache line; NOT-TAKEN for a failed
+// condition, MISPRED from the predictor, and the SVE predicate events.
+// Never: EXCEPTION-GEN, REMOTE-ACCESS (one NUMA node), LFB
+// (RECENTLY-FETCHED) and TXN. PMSEVFR_EL1 still filters on all the
+// architecture defines for the profile (`SPEFilterByEvents()`'s mask is
+// the PE's features, not what happens); a filter on one of these keeps no
+// record, as on a core where the event does not occur.
 
 /// `IMPLEMENTATION DEFINED "SPE mask"`: no IMPLEMENTATION DEFINED events
 /// are filterable; PMSEVFR_EL1 bits outside the architectural mask are

@@ -557,7 +557,7 @@ fn linux_7_3_mask_filters() {
 }
 
 /// `SPEGetDataSource()` as `unpredictable` encodes it: loads of guest RAM
-/// on a PE with data sources, L2 when the load refilled L1.
+/// on a PE with data sources, by the level the memory model chose.
 #[test]
 fn data_source_packets() {
     let m = mem(8 << 20);
@@ -585,7 +585,9 @@ fn data_source_packets() {
     llc.events |= events::L2D_MISS | events::LLC_ACCESS;
     let mut dram = llc;
     dram.events |= events::LLC_MISS;
-    let rows: [(&str, Features, SampledOp, Option<&str>); 8] = [
+    let mut peer = refill;
+    peer.events |= events::L2D_MISS | events::LLC_ACCESS | events::CACHE_DATA_MODIFIED;
+    let rows: [(&str, Features, SampledOp, Option<&str>); 10] = [
         (
             "L1 hit",
             Features::max(),
@@ -595,6 +597,12 @@ fn data_source_packets() {
         ("L1 refill", Features::max(), refill, Some("DATA-SOURCE 8")),
         ("L2 miss", Features::max(), llc, Some("DATA-SOURCE 11")),
         ("LLC miss", Features::max(), dram, Some("DATA-SOURCE 14")),
+        (
+            "peer's modified line",
+            Features::max(),
+            peer,
+            Some("DATA-SOURCE 9"),
+        ),
         ("store", Features::max(), store(0, 0x1000), None),
         ("outside RAM", Features::max(), outside, None),
         ("no PA", Features::max(), no_pa, None),
@@ -602,7 +610,13 @@ fn data_source_packets() {
             "neoverse-n1",
             Features::neoverse_n1(),
             load(0, 0x1000),
-            None,
+            Some("DATA-SOURCE 0"),
+        ),
+        (
+            "neoverse-n1, from a peer",
+            Features::neoverse_n1(),
+            peer,
+            Some("DATA-SOURCE 9"),
         ),
     ];
     for (what, features, op, want) in rows {
