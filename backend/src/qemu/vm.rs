@@ -7,7 +7,7 @@ use std::os::fd::{FromRawFd, IntoRawFd};
 use std::sync::Arc;
 use std::time::Duration;
 
-use log::{debug, error, warn};
+use log::{debug, error, info, warn};
 use spe_protocol::channel::{
     self,
     ring::{Layout, SamplingState},
@@ -238,6 +238,10 @@ impl Vm {
 impl Drop for Vm {
     fn drop(&mut self) {
         self.finish_recording();
+        let s = self.hierarchy.stats();
+        if s.reuse_samples > 0 {
+            info!("memory model: {s}");
+        }
     }
 }
 

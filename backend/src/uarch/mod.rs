@@ -186,9 +186,13 @@ pub struct MemoryHierarchy {
 }
 
 /// What the model decided, for `vhost-device-spe ctl stats` and tests.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stats {
+    /// Watches that ended: the line came back, or not within the watch.
     pub reuse_samples: u64,
+    pub not_reused: u64,
+    /// Reuse distances in operations, by power of two.
+    pub distances: [u64; 33],
     pub l1d: u64,
     pub l2: u64,
     pub system_cache: u64,
@@ -221,6 +225,17 @@ impl MemoryHierarchy {
         };
         let is_mem = matches!(op.class, OpClass::LoadStore { .. });
         core.memory_share = core.memory_share * 0.999 + if is_mem { 0.001 } else { 0.0 };
+        match op.reuse {
+            Reuse::None => {}
+            Reuse::After(ops) => {
+                self.stats.reuse_samples += 1;
+                self.stats.distances[ops.max(1).ilog2() as usize] += 1;
+            }
+            Reuse::NotWithin(_) => {
+                self.stats.reuse_samples += 1;
+                self.stats.not_reused += 1;
+            }
+        }
         take_reuse(core, op);
         if !is_mem || op.no_data_address || core.hist.samples() == 0 {
             return;
@@ -242,6 +257,44 @@ impl MemoryHierarchy {
         let base = op.issue_latency + op.translation_latency + (op.total_latency & 3);
         op.total_latency = base + self.caches.cycles(level);
         op.events = (op.events & !CACHE_EVENTS) | events::L1D_ACCESS | events_of(level);
+    }
+}
+
+impl Default for Stats {
+    fn default() -> Self {
+        Stats {
+            reuse_samples: 0,
+            not_reused: 0,
+            distances: [0; 33],
+            l1d: 0,
+            l2: 0,
+            system_cache: 0,
+            dram: 0,
+            peer: 0,
+        }
+    }
+}
+
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} reuse distances ({} not reused within the watch); loads and \
+             stores served from L1D {}, L2 {}, system cache {}, DRAM {}, a peer \
+             core {}",
+            self.reuse_samples,
+            self.not_reused,
+            self.l1d,
+            self.l2,
+            self.system_cache,
+            self.dram,
+            self.peer
+        )?;
+        f.write_str("; distances (operations, log2: count)")?;
+        for (k, n) in self.distances.iter().enumerate().filter(|(_, n)| **n > 0) {
+            write!(f, " {k}:{n}")?;
+        }
+        Ok(())
     }
 }
 
