@@ -3,13 +3,11 @@
 # (spe_workload_share_a and _b); perf c2c record and report must put that
 # line first, with loads served from the peer core (HITM, or "Peer" on
 # perfs that count a peer core's cache as such), and both functions as
-# its writers. The negative control (spe.c2c=padded on the kernel command
-# line) puts the counters a line apart: no line is shared.
+# its writers. The negative control (spe-c2c-padded.sh, which sets
+# c2c_mode=padded) puts the counters a line apart: no line is shared.
 . /scenarios/lib/spe.sh
 d=/tmp/c2c.data
-mode=
-grep -q 'spe.c2c=padded' /proc/cmdline && mode=padded
-if ! perf c2c record -o $d -- spe-workload false-sharing 3 $mode > $d.log 2>&1; then
+if ! perf c2c record -o $d -- spe-workload false-sharing 3 ${c2c_mode:-} > $d.log 2>&1; then
     tail -n 20 $d.log
     fail "perf c2c record failed"
     return

@@ -10,6 +10,7 @@ mod host;
 mod initramfs;
 mod install;
 mod kernels;
+mod memory;
 mod paravirt;
 mod perf_test;
 mod proofs;

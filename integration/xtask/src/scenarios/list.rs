@@ -4,7 +4,7 @@
 
 use super::checks::*;
 use crate::scenario::{Expect, OnMarker, RunOutput, Scenario, SpeRun, ICOUNT_AUTO, ICOUNT_FIXED};
-use crate::{attributes, driver_bugs, faults, paravirt, perf_test, proofs, snapshot};
+use crate::{attributes, driver_bugs, faults, memory, paravirt, perf_test, proofs, snapshot};
 use spe_protocol::profile::CpuProfile;
 use std::time::Duration;
 
@@ -254,6 +254,7 @@ pub fn all() -> Vec<Scenario> {
     ]
     .into_iter()
     // Faults on demand and the driver's reaction.
+    .chain(memory::scenarios())
     .chain(faults::scenarios())
     .chain(paravirt::scenarios())
     .chain(snapshot::scenarios())
