@@ -2,8 +2,8 @@
 //! `spe-mem-levels` (levels follow the workload's reuse) and `spe-c2c`
 //! (false sharing found), with `spe-c2c-padded`, the negative control.
 
-use crate::scenario::{Expect, RunOutput, Scenario, SpeRun};
-use spe_protocol::profile::CpuProfile;
+use crate::scenario::{RunOutput, Scenario};
+use crate::scenarios::proof;
 use std::collections::HashMap;
 
 /// Data source codes of the common (Neoverse) encoding the N1 profile
@@ -15,23 +15,10 @@ const DS_FAR: [&str; 2] = ["11", "14"];
 const MIN_LOADS: u64 = 200;
 
 pub fn scenarios() -> Vec<Scenario> {
-    let n1 = || SpeRun::new(CpuProfile::NeoverseN1);
     vec![
-        Scenario::new(
-            "spe-mem-levels",
-            "spe-mem-levels",
-            240,
-            Expect::pass(check_mem_levels),
-        )
-        .spe(n1()),
-        Scenario::new("spe-c2c", "spe-c2c", 240, Expect::pass(check_c2c)).spe(n1()),
-        Scenario::new(
-            "spe-c2c-padded",
-            "spe-c2c-padded",
-            240,
-            Expect::pass(check_c2c_padded),
-        )
-        .spe(n1()),
+        proof("spe-mem-levels", check_mem_levels),
+        proof("spe-c2c", check_c2c),
+        proof("spe-c2c-padded", check_c2c_padded),
     ]
 }
 

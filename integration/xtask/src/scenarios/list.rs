@@ -263,7 +263,7 @@ pub fn all() -> Vec<Scenario> {
 
 /// A full-emulation scenario without a synthetic source (the samples are
 /// QEMU's), the guest script of its name, checked by `check`.
-fn proof(name: &'static str, check: CheckFn) -> Scenario {
+pub fn proof(name: &'static str, check: CheckFn) -> Scenario {
     Scenario::new(name, name, 240, Expect::pass(check)).spe(n1())
 }
 

@@ -7,7 +7,7 @@ mod list;
 mod select;
 
 pub use checks::check_spe_perf;
-pub use list::all;
+pub use list::{all, proof};
 pub use select::{can_run, selection, Set};
 
 use crate::runner::{GuestRun, Rig};
