@@ -8,6 +8,8 @@ pmu=none
 [ -d /sys/bus/event_source/devices/arm_spe_0 ] && pmu=arm_spe_0
 result spe_pmu=$pmu
 result spe_irq="$(grep -i spe /proc/interrupts | tr -s ' ' | tr ' ' _)"
+# The core the guest runs on (the profile's, by QEMU's -cpu).
+result cpu_midr="$(cat /sys/devices/system/cpu/cpu0/regs/identification/midr_el1 2> /dev/null)"
 if [ "$pmu" = arm_spe_0 ] && [ -n "$cpus" ]; then
     pass
 else

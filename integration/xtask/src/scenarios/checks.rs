@@ -3,6 +3,7 @@
 //! backend incidents. Each reads its run through a [`Judge`].
 
 use crate::scenario::{cpu_list, Judge, RunOutput, VCPUS, VIRTIO_ID};
+use spe_protocol::profile::CpuProfile;
 
 /// The backend log lines that prove the vhost-user handshake happened.
 pub const BACKEND_CONNECTED: &str = "vhost-user connection accepted";
@@ -111,9 +112,16 @@ pub fn check_workload(out: &RunOutput) -> Result<(), String> {
 }
 
 /// The unmodified driver probed on every vCPU, through the backend.
-pub fn check_spe_probe(out: &RunOutput) -> Result<(), String> {
+/// The driver probed, on the core `profile` names (the guest's MIDR_EL1).
+pub fn check_spe_probe(out: &RunOutput, profile: CpuProfile) -> Result<(), String> {
     let j = Judge::new(out);
     probed(&j);
+    let midr = out
+        .result("cpu_midr")
+        .and_then(|m| u64::from_str_radix(m.trim_start_matches("0x"), 16).ok());
+    j.check(midr.is_some_and(|m| profile.matches_midr(m as u32)), || {
+        format!("the guest's MIDR_EL1 {midr:x?} is not a {profile}'s")
+    });
     j.finish()
 }
 
@@ -297,6 +305,29 @@ mod tests {
     use super::*;
     use crate::scenario::Control;
     use serde_json::json;
+
+    /// The probe passes on the profile's core only (a 7.3 guest's
+    /// `midr_el1` files: N1 r4p1, V1 r1p2, QEMU's max).
+    #[test]
+    fn the_probe_is_on_the_profiles_core() {
+        let probe = |midr: &str| {
+            let mut o = RunOutput::from_line(&format!(
+                "spe_probed_cpus={} spe_pmu=arm_spe_0 cpu_midr={midr}",
+                cpu_list()
+            ));
+            o.backend_log = backend_qemu_hello();
+            o
+        };
+        let n1 = probe("0x00000000414fd0c1");
+        assert_eq!(check_spe_probe(&n1, CpuProfile::NeoverseN1), Ok(()));
+        let e = check_spe_probe(&n1, CpuProfile::NeoverseV1).unwrap_err();
+        assert!(e.contains("not a neoverse-v1"), "{e}");
+        let v1 = probe("0x00000000411fd402");
+        assert_eq!(check_spe_probe(&v1, CpuProfile::NeoverseV1), Ok(()));
+        let max = probe("0x00000000000f0510");
+        assert_eq!(check_spe_probe(&max, CpuProfile::Max), Ok(()));
+        assert!(check_spe_probe(&probe("none"), CpuProfile::Max).is_err());
+    }
     use spe_protocol::control::{Hex, Stats};
 
     fn named(name: &str) -> crate::scenario::Scenario {

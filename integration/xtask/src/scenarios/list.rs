@@ -67,13 +67,27 @@ pub fn all() -> Vec<Scenario> {
         )
         .backend()
         .kill_backend_when("SPE-RESULT kernel="),
-        Scenario::new("spe-probe", "spe-probe", 120, Expect::pass(check_spe_probe)).spe(n1()),
+        Scenario::new(
+            "spe-probe",
+            "spe-probe",
+            120,
+            Expect::pass(|o| check_spe_probe(o, CpuProfile::NeoverseN1)),
+        )
+        .spe(n1()),
+        // Each profile on its core: the V1 (SVE, no E0PD) too.
+        Scenario::new(
+            "spe-probe-v1",
+            "spe-probe",
+            120,
+            Expect::pass(|o| check_spe_probe(o, CpuProfile::NeoverseV1)),
+        )
+        .spe(SpeRun::new(CpuProfile::NeoverseV1)),
         // The backend must model EL2 for a kernel running there.
         Scenario::new(
             "spe-probe-vhe",
             "spe-probe",
             120,
-            Expect::pass(check_spe_probe),
+            Expect::pass(|o| check_spe_probe(o, CpuProfile::Max)),
         )
         .spe(SpeRun {
             virtualization: true,
