@@ -59,19 +59,21 @@ pub struct Caches {
 }
 
 impl Caches {
-    /// - Neoverse N1: 64 KiB L1D, 4-cycle load-to-use; 1 MiB private L2
-    ///   (512 KiB is the other build option), 11 cycles (Arm Neoverse N1
-    ///   TRM, "L1 data memory system" and "L2 memory system"; Neoverse N1
-    ///   Software Optimization Guide, load-to-use latencies).
-    /// - Neoverse V1: the same sizes and latencies (its TRM and
-    ///   optimization guide: 64 KiB L1D at 4 cycles, 1 MiB L2 at 11).
-    /// - `max`: QEMU's own CPU, which has no caches to speak of: the N1's.
+    /// - Neoverse N1: 64 KiB L1D, 4-way, 64-byte lines, 4-cycle
+    ///   load-to-use (Neoverse N1 TRM, "L1 data memory system"; Neoverse
+    ///   N1 Software Optimization Guide); a private L2 of 256 KiB, 512 KiB
+    ///   or 1 MiB (TRM, a build option): 1 MiB, as Graviton2 and Altra
+    ///   have, and QEMU's `neoverse-n1` CCSIDR says.
+    /// - Neoverse V1: the same L1D; L2 512 KiB or 1 MiB (TRM): 1 MiB, as
+    ///   Graviton3 has and QEMU's `neoverse-v1` CCSIDR says.
+    /// - `max`: QEMU's own CPU, no real core: the N1's.
     ///
-    /// Chosen, not from a TRM (they depend on the system): a 32 MiB
-    /// system-level cache, as the common N1 and V1 servers have (AWS
-    /// Graviton2 and Graviton3, Ampere Altra), at 35 cycles; DRAM at 150;
-    /// a line from a peer core's cache at 75 (through the interconnect,
-    /// between the two).
+    /// Chosen, not from a TRM (the system decides them): the L2's 11
+    /// cycles, a 32 MiB system-level cache (Graviton2, Graviton3 and Altra
+    /// have 32 MiB) at 35, DRAM at 150, and a line from a peer core's
+    /// cache at 75. They only order the levels and put each on its side of
+    /// perf's default `ldlat` of 30 (an L1D or L2 hit below it, the rest
+    /// above), which is what `perf mem` and `perf c2c` filter on.
     pub const fn of(profile: CpuProfile) -> Caches {
         match profile {
             CpuProfile::NeoverseN1 | CpuProfile::NeoverseV1 | CpuProfile::Max => Caches {
