@@ -128,8 +128,11 @@ const CACHE_EVENTS: u64 = events::L1D_REFILL
 const OWN_HISTOGRAM_AFTER: u64 = 8;
 /// Instructions with a histogram of their own, per vCPU, at most.
 const INSTRUCTIONS: usize = 4096;
-/// Miss ratios are solved again after this many new distances.
-const SOLVE_EVERY: u64 = 32;
+/// A vCPU's miss ratios are solved again after this many new distances
+/// (each solve is three bisections over the histogram: tens of µs).
+const SOLVE_EVERY: u64 = 256;
+/// An instruction's, after this many of its own.
+const SOLVE_INSTRUCTION_EVERY: u64 = 32;
 
 /// The miss ratios of one histogram at the three cache sizes.
 #[derive(Clone, Copy, Debug, Default)]
@@ -357,7 +360,7 @@ fn level_of(core: &mut Core, caches: &Caches, pc: u64, active: f64) -> Level {
     let ratios = match core.instructions.get_mut(&pc) {
         Some(i) if i.hist.samples() >= OWN_HISTOGRAM_AFTER => {
             let m = i.hist.samples();
-            if m - i.solved_at >= SOLVE_EVERY / 4 || i.solved_at == 0 {
+            if m - i.solved_at >= SOLVE_INSTRUCTION_EVERY || i.solved_at == 0 {
                 i.ratios = Ratios {
                     l1d: i.hist.miss_probability(caches.l1d_lines, 1.0, global.l1d),
                     l2: i.hist.miss_probability(caches.l2_lines, 1.0, global.l2),
