@@ -2,7 +2,7 @@
 //! the `vhost` crate's vhost-user front end, as QEMU would.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -49,6 +49,24 @@ impl Daemon {
         let d = Daemon::spawn(name, args, None);
         d.wait_for(|| d.sock.exists(), "socket to appear");
         d
+    }
+
+    /// A raw connection, retried while the socket refuses: on a loaded
+    /// new machine a connect right after the socket file appeared was
+    /// refused once (2026-11-27). A probe connection before the test's
+    /// own would be a front end of its own, so the retry is here.
+    fn stream(&self) -> UnixStream {
+        let start = Instant::now();
+        loop {
+            match UnixStream::connect(&self.sock) {
+                Ok(s) => return s,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    assert!(start.elapsed() < TIMEOUT, "{e}; log:\n{}", self.log());
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
     }
 
     /// Starts the daemon, with at most `nofile` open descriptors if given.
@@ -198,7 +216,7 @@ fn serves_again_after_disconnect() {
 #[test]
 fn garbage_on_the_socket_is_survived() {
     let d = Daemon::start("garbage", &[]);
-    let mut s = UnixStream::connect(&d.sock).unwrap();
+    let mut s = d.stream();
     // A header with an unknown request code and an absurd size.
     s.write_all(&[0xff; 64]).unwrap();
     s.set_read_timeout(Some(TIMEOUT)).unwrap();
@@ -219,7 +237,7 @@ fn garbage_on_the_socket_is_survived() {
 #[test]
 fn a_silent_client_does_not_block_the_next_front_end() {
     let d = Daemon::start("silent", &[]);
-    let mut silent = UnixStream::connect(&d.sock).unwrap();
+    let mut silent = d.stream();
     d.wait_log("vhost-user connection accepted", 1);
     let start = Instant::now();
     let next = std::thread::spawn({
