@@ -127,7 +127,7 @@ impl Daemon {
     }
 
     fn connect(&self) -> Frontend {
-        Frontend::connect(&self.sock, NUM_QUEUES as u64).unwrap()
+        Frontend::from_stream(self.stream(), NUM_QUEUES as u64)
     }
 }
 
