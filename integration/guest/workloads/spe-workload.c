@@ -52,8 +52,10 @@
  * store, a general-purpose load across a cache line (ALIGNMENT), a
  * conditional branch never taken (NOT-TAKEN), a taken one, a scalar
  * floating-point `fadd` (other, FP), an Advanced SIMD `add` (other,
- * SIMD), a vector-structure `ld1` and `st1` (SIMD) and `subs` (other).
- * Fourteen operations a pass: the default interval (1024, or 1025
+ * SIMD), a vector-structure `ld1` and `st1` (SIMD) and `subs` (other),
+ * and a general-purpose load that walks the 4 MiB array a line a pass
+ * (with its `add` and `and`: the loads that miss L1 and L2).
+ * Seventeen operations a pass: the default interval (1024, or 1025
  * between samples) steps through every one of them.
  *
  * `sve` mode runs a loop of SVE operations, each told apart by its
@@ -267,16 +269,22 @@ __attribute__((noinline)) void spe_workload_alias(const uint64_t *p,
  * from one sampled pass to the next (a branch a predictor misses). The
  * SIMD&FP accesses are told apart by their data address (the line is at
  * 64 in a 256-byte block): scalar ldr/str q0 at 0x50/0x70, vector
- * ld1/st1 at 0xc0/0xe0. */
+ * ld1/st1 at 0xc0/0xe0. One more GP load walks the whole 4 MiB array a
+ * line a pass, so that some loads miss L1 and L2 (L1D-REFILL,
+ * LLC-ACCESS, a data source other than L1D) and the others hit. */
 __attribute__((noinline)) void spe_workload_classes(uint8_t *p, uint64_t n)
 {
     uint8_t *vld = p + 128, *vst = p + 160;
+    uint64_t off = 0;
 
     if (!n)
         return;
     __asm__ volatile("1:\n"
                      "ldr x9, [%[p]]\n"
                      "ldur x11, [%[p], #60]\n"
+                     "ldr x12, [%[far], %[off]]\n"
+                     "add %[off], %[off], #64\n"
+                     "and %[off], %[off], #0x3fffc0\n"
                      "ldr q0, [%[p], #16]\n"
                      "str x9, [%[p], #32]\n"
                      "str q0, [%[p], #48]\n"
@@ -291,10 +299,11 @@ __attribute__((noinline)) void spe_workload_classes(uint8_t *p, uint64_t n)
                      "add v3.4s, v3.4s, v4.4s\n"
                      "subs %[n], %[n], #1\n"
                      "b.ne 1b\n"
-                     : [p] "+r"(p), [n] "+r"(n)
-                     : [vld] "r"(vld), [vst] "r"(vst)
-                     : "x9", "x10", "x11", "v0", "v1", "v2", "v3", "v4", "v5", "cc",
-                       "memory");
+                     : [p] "+r"(p), [n] "+r"(n), [off] "+r"(off)
+                     : [vld] "r"(vld), [vst] "r"(vst),
+                       [far] "r"(spe_workload_array)
+                     : "x9", "x10", "x11", "x12", "v0", "v1", "v2", "v3", "v4",
+                       "v5", "cc", "memory");
 }
 
 /* The sve mode's loop (see the top of the file). */

@@ -151,8 +151,8 @@ pub const ATTRS: &[Attr] = &[
     by_type("inv_event_filter_not_taken", (6, 18), &["br"]),
     // inv_data_src_filter=0x1: PMSFCR_EL1.FDS with PMSDSFR_EL1 = ~1, so
     // loads with data source 0 (L1D, unpredictable.rs) are removed and
-    // the rest kept: loads that refilled L1 (source 8; one in 32, so of
-    // the small classes only the GP loads surely show), stores, branches.
+    // the rest kept: loads from further away (the GP load that walks the
+    // workload's 4 MiB array, from the system cache), stores, branches.
     Attr {
         name: "inv_data_src_filter",
         since: (6, 19),
