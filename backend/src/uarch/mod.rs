@@ -344,11 +344,18 @@ fn take_reuse(core: &mut Core, op: &SampledOp) {
     }
 }
 
+/// Whether a histogram of `n` samples, last solved at `solved_at`, is
+/// solved again: at doubling counts while it is young (its first ratios
+/// rest on a handful of samples), then every `every`.
+fn solve_due(n: u64, solved_at: u64, every: u64) -> bool {
+    n - solved_at >= every.min(solved_at.max(1))
+}
+
 /// Draws the level of one access of instruction `pc` from its miss
 /// probabilities (its own distances once it has enough, else its vCPU's).
 fn level_of(core: &mut Core, caches: &Caches, pc: u64, active: f64) -> Level {
     let n = core.hist.samples();
-    if n - core.solved_at >= SOLVE_EVERY || core.solved_at == 0 {
+    if solve_due(n, core.solved_at, SOLVE_EVERY) {
         core.ratios = Ratios {
             l1d: core.hist.miss_ratio(caches.l1d_lines, 1.0),
             l2: core.hist.miss_ratio(caches.l2_lines, 1.0),
@@ -360,7 +367,7 @@ fn level_of(core: &mut Core, caches: &Caches, pc: u64, active: f64) -> Level {
     let ratios = match core.instructions.get_mut(&pc) {
         Some(i) if i.hist.samples() >= OWN_HISTOGRAM_AFTER => {
             let m = i.hist.samples();
-            if m - i.solved_at >= SOLVE_INSTRUCTION_EVERY || i.solved_at == 0 {
+            if solve_due(m, i.solved_at, SOLVE_INSTRUCTION_EVERY) {
                 i.ratios = Ratios {
                     l1d: i.hist.miss_probability(caches.l1d_lines, 1.0, global.l1d),
                     l2: i.hist.miss_probability(caches.l2_lines, 1.0, global.l2),
