@@ -12,11 +12,12 @@ use vhost_device_spe::uarch::MemoryHierarchy;
 /// `n` sampled accesses of 64 instructions over a 1 MiB footprint, every
 /// fourth watched and its result in the next, one in eight a store.
 fn ops(n: u64) -> Vec<SampledOp> {
+    let pc = |i: u64| 0x40_0000 + (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) * 4;
     (0..n)
         .map(|i| {
             let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             SampledOp {
-                pc: 0x40_0000 + (x >> 58) * 4,
+                pc: pc(i),
                 class: OpClass::LoadStore {
                     store: i % 8 == 0,
                     subclass: 0,
@@ -35,6 +36,7 @@ fn ops(n: u64) -> Vec<SampledOp> {
                     1 => Reuse::After((x >> 50) as u32),
                     _ => Reuse::None,
                 },
+                reuse_pc: pc(i.wrapping_sub(1)),
                 ..SampledOp::default()
             }
         })

@@ -74,9 +74,12 @@ pub struct SampledOp {
     ///
     /// [`reuse`]: SampledOp::reuse
     pub watched: bool,
-    /// The result of the last watch, when it ended: the operations the
-    /// vCPU counted until the watched line's next access.
+    /// The result of a watch that ended (the front end watches several
+    /// lines at once and reports one result per operation): the
+    /// operations the vCPU counted until the watched line's next access.
     pub reuse: Reuse,
+    /// The PC of the load or store whose line that watch followed.
+    pub reuse_pc: u64,
 }
 
 /// A watched line's reuse distance ([`SampledOp::reuse`]).
@@ -117,6 +120,7 @@ impl Default for SampledOp {
             physical_count: 0,
             watched: false,
             reuse: Reuse::None,
+            reuse_pc: 0,
         }
     }
 }
@@ -147,7 +151,7 @@ impl std::error::Error for OpDecodeError {}
 
 impl SampledOp {
     /// Bytes on the wire.
-    pub const WIRE_SIZE: usize = 88;
+    pub const WIRE_SIZE: usize = 96;
 
     // Flag bits of byte 9.
     const F_NS: u8 = 1 << 0;
@@ -160,14 +164,15 @@ impl SampledOp {
     const F_WATCHED: u8 = 1 << 7; // the line is watched
 
     // Byte 13: the kind of `reuse` (0 none, 1 After, 2 NotWithin); its
-    // operations at 80.
+    // operations at 80, its PC at 88.
     const REUSE_AFTER: u8 = 1;
     const REUSE_NOT_WITHIN: u8 = 2;
 
     /// Encodes: pc u64 | el u8 | flags u8 | class u8 | subclass u8 | size u8 |
     /// reuse kind u8 | pad[2] | data_va u64 | data_pa u64 | target u64 |
     /// events u64 | total u32 | issue u32 | xlat u32 | ctx1 u32 | ctx2 u32 |
-    /// pad u32 | count u64 | reuse ops u32 | pad u32, all little-endian.
+    /// pad u32 | count u64 | reuse ops u32 | pad u32 | reuse pc u64, all
+    /// little-endian.
     pub fn to_bytes(&self) -> [u8; Self::WIRE_SIZE] {
         let mut b = [0u8; Self::WIRE_SIZE];
         let vector = matches!(self.class, OpClass::LoadStore { vector: true, .. });
@@ -222,6 +227,7 @@ impl SampledOp {
         };
         b[13] = kind;
         b[80..84].copy_from_slice(&ops.to_le_bytes());
+        b[88..96].copy_from_slice(&self.reuse_pc.to_le_bytes());
         b
     }
 
@@ -277,6 +283,7 @@ impl SampledOp {
                 Self::REUSE_NOT_WITHIN => Reuse::NotWithin(u32_at(80)),
                 _ => Reuse::None,
             },
+            reuse_pc: u64_at(88),
         })
     }
 }
@@ -319,12 +326,12 @@ mod tests {
                 Just(Reuse::None),
                 any::<u32>().prop_map(Reuse::After),
                 any::<u32>().prop_map(Reuse::NotWithin),
-            ]) -> SampledOp {
+            ], reuse_pc in any::<u64>()) -> SampledOp {
             SampledOp { pc, el: El::from_u8(el).unwrap(), ns, nse, class, data_va, data_pa,
                 data_pa_valid, no_data_address, size, target, events, total_latency: lat[0],
                 issue_latency: lat[1], translation_latency: lat[2],
                 contextidr_el1: ctx[0], contextidr_el2: ctx[1], physical_count, watched,
-                reuse }
+                reuse, reuse_pc }
         }
     }
 

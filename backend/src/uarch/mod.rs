@@ -6,8 +6,8 @@
 //!
 //! - **levels** from reuse distances (StatCache, [`statcache`]): QEMU
 //!   watches the line of one sampled access in a few for its next access
-//!   by the same vCPU and reports the operations in between
-//!   ([`SampledOp::reuse`]); each vCPU's distances, and each
+//!   by the same vCPU and reports the operations in between, with the
+//!   access's PC ([`SampledOp::reuse`]); each vCPU's distances, and each
 //!   instruction's, give the miss ratio of caches of the core's sizes;
 //! - **coherence** from the sampled stores ([`coherence`]): a line another
 //!   vCPU wrote since this one last touched it is served from that peer's
@@ -157,8 +157,6 @@ struct Core {
     ratios: Ratios,
     solved_at: u64,
     instructions: HashMap<u64, Instruction>,
-    /// The PC of the access whose line is being watched.
-    watching: Option<u64>,
     /// The share of sampled operations that access memory, to turn
     /// distances in operations into accesses.
     memory_share: f64,
@@ -172,7 +170,6 @@ impl Core {
             ratios: Ratios::default(),
             solved_at: 0,
             instructions: HashMap::new(),
-            watching: None,
             memory_share: 0.3,
             rng: seed | 1,
         }
@@ -321,27 +318,24 @@ fn active(cores: &[Core]) -> f64 {
     cores.iter().filter(|c| c.hist.samples() > 0).count().max(1) as f64
 }
 
-/// Files a finished watch's distance under the instruction that started
-/// it, and notes a new one.
+/// Files a finished watch's distance under its vCPU and under the
+/// instruction that started it.
 fn take_reuse(core: &mut Core, op: &SampledOp) {
-    let accesses = match op.reuse {
-        Reuse::None => None,
-        Reuse::After(ops) => Some(Some(f64::from(ops) * core.memory_share)),
-        Reuse::NotWithin(_) => Some(None),
+    let d = match op.reuse {
+        Reuse::None => return,
+        Reuse::After(ops) => Some(f64::from(ops) * core.memory_share),
+        Reuse::NotWithin(_) => None,
     };
-    if let Some(d) = accesses {
-        core.hist.add(d);
-        if let Some(pc) = core.watching.take() {
-            if core.instructions.len() >= INSTRUCTIONS && !core.instructions.contains_key(&pc) {
-                // Start afresh rather than track which is coldest.
-                core.instructions.clear();
-            }
-            core.instructions.entry(pc).or_default().hist.add(d);
-        }
+    core.hist.add(d);
+    if core.instructions.len() >= INSTRUCTIONS && !core.instructions.contains_key(&op.reuse_pc) {
+        // Start afresh rather than track which is coldest.
+        core.instructions.clear();
     }
-    if op.watched {
-        core.watching = Some(op.pc);
-    }
+    core.instructions
+        .entry(op.reuse_pc)
+        .or_default()
+        .hist
+        .add(d);
 }
 
 /// Whether a histogram of `n` samples, last solved at `solved_at`, is

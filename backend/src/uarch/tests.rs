@@ -37,6 +37,7 @@ fn run(
         let mut op = access(pc, 0x10_0000 + (i % 4096) * 8, false, i);
         if watching {
             op.reuse = reuse(i);
+            op.reuse_pc = pc;
             watching = false;
         }
         if i % 4 == 0 {
@@ -119,6 +120,7 @@ fn each_instruction_gets_the_levels_of_its_own_reuse() {
             } else {
                 Reuse::NotWithin(1 << 22)
             };
+            op.reuse_pc = p;
         }
         if i % 3 == 0 {
             op.watched = true;
