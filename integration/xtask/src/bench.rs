@@ -6,7 +6,7 @@
 //! `spe=off`, in a markdown table.
 
 use crate::runner::{GuestRun, Rig};
-use crate::scenario::{SpeRun, Verdict};
+use crate::scenario::{CpuTimes, SpeRun, Verdict};
 use anyhow::Result;
 use spe_protocol::profile::CpuProfile;
 use std::path::PathBuf;
@@ -88,6 +88,8 @@ pub struct Sample {
     pub samples: Option<u64>,
     /// Records the backend wrote for its busiest vCPU.
     pub records: Option<u64>,
+    /// Host CPU time taken while the workload's loop ran.
+    pub cpu: Option<CpuTimes>,
 }
 
 /// A configuration's outcome.
@@ -191,6 +193,7 @@ pub fn run(rig: &Rig, runs: usize) -> Result<bool> {
         .zip(outcomes.iter().cloned())
         .collect();
     println!("{}", table(&rows));
+    println!("{}", cpu_table(&rows));
     Ok(!outcomes.iter().any(|o| matches!(o, Outcome::Failed(_))))
 }
 
@@ -207,6 +210,7 @@ fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome) -> Result<()> {
         kill_backend_when: None,
         // Without a backend: the core, without spe=on.
         spe: Some(c.spe.clone().unwrap_or(SpeRun::new(CORE))),
+        cpu_time: true,
     })?;
     let ns = out
         .result("workload_ns")
@@ -218,10 +222,18 @@ fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome) -> Result<()> {
     match (&out.verdict, ns) {
         (Verdict::Pass, Some(ns)) => {
             eprintln!(
-                "    {}: workload {:.3} s, boot to exit {:.1} s",
+                "    {}: workload {:.3} s, boot to exit {:.1} s{}",
                 c.name,
                 ns as f64 / 1e9,
-                out.elapsed.as_secs_f64()
+                out.elapsed.as_secs_f64(),
+                out.cpu.map_or(String::new(), |t| format!(
+                    ", CPU: vCPU 0 {:.3} s, all vCPUs {:.3} s, QEMU's other threads {:.3} s, \
+                     backend {:.3} s",
+                    t.vcpu0.as_secs_f64(),
+                    t.vcpus.as_secs_f64(),
+                    t.qemu_other.as_secs_f64(),
+                    t.backend.as_secs_f64()
+                ))
             );
             samples.push(Sample {
                 workload: Duration::from_nanos(ns),
@@ -229,6 +241,7 @@ fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome) -> Result<()> {
                 sampled: Duration::from_nanos(ns + warm_up),
                 samples: out.control.busiest(|s| s.samples),
                 records: out.control.busiest(|s| s.records),
+                cpu: out.cpu,
             });
         }
         (v, _) => {
@@ -273,6 +286,18 @@ pub fn run_ab(rig: &Rig, runs: usize, builds: &[(String, PathBuf)]) -> Result<bo
     }
     let names: Vec<_> = builds.iter().map(|(n, _)| n.as_str()).collect();
     println!("{}", ab_table(&names, &outcomes));
+    let rows: Vec<(String, Outcome)> = names
+        .iter()
+        .zip(&outcomes)
+        .flat_map(|(n, [off, on])| {
+            [
+                (format!("{n}: spe=off"), off.clone()),
+                (format!("{n}: default period"), on.clone()),
+            ]
+        })
+        .collect();
+    let rows: Vec<(&str, Outcome)> = rows.iter().map(|(n, o)| (n.as_str(), o.clone())).collect();
+    println!("{}", cpu_table(&rows));
     Ok(!outcomes
         .iter()
         .flatten()
@@ -319,6 +344,74 @@ pub fn ab_table(names: &[&str], outcomes: &[[Outcome; 2]]) -> String {
     t
 }
 
+/// The host CPU time of each configuration's timed loop, which counts no
+/// time the host gave to others (wall time does): QEMU's vCPU 0 thread
+/// (the workload's), all its vCPU threads (perf's too), its other threads
+/// and the backend, medians; vCPU 0's spread over the runs ((slowest −
+/// fastest) / median), and the ratios of vCPU 0's and of the total to the
+/// first row's (in the A/B, each build's `spe=off` row precedes its own
+/// default-period row and is its baseline).
+pub fn cpu_table(rows: &[(&str, Outcome)]) -> String {
+    let cpu = |o: &Outcome| -> Option<Vec<CpuTimes>> {
+        match o {
+            Outcome::Measured(s) => {
+                let v: Vec<CpuTimes> = s.iter().filter_map(|x| x.cpu).collect();
+                (!v.is_empty()).then_some(v)
+            }
+            Outcome::Failed(_) => None,
+        }
+    };
+    let med = |v: &[CpuTimes], f: fn(&CpuTimes) -> Duration| median(v.iter().map(f).collect());
+    let total = |t: &CpuTimes| t.vcpus + t.qemu_other + t.backend;
+    let ratio = |v: Duration, b: Duration| {
+        if b.is_zero() {
+            "–".to_string()
+        } else {
+            format!("{:.3}×", v.as_secs_f64() / b.as_secs_f64())
+        }
+    };
+    let mut t = String::from(
+        "| configuration | runs | vCPU 0 (median) | spread | vs baseline | all vCPUs | QEMU's other threads | backend | all (median) | vs baseline |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let mut base: Option<(Duration, Duration)> = None;
+    for (name, o) in rows {
+        let Some(v) = cpu(o) else {
+            t.push_str(&format!("| {name} | – | no CPU times | | | | | | | |\n"));
+            continue;
+        };
+        let vcpus = med(&v, |t| t.vcpu0);
+        let all = med(&v, total);
+        // An A/B's rows come in pairs: spe=off is each pair's baseline.
+        if base.is_none() || name.ends_with("spe=off") {
+            base = Some((vcpus, all));
+        }
+        let (bv, ba) = base.unwrap_or_default();
+        let lo = v.iter().map(|t| t.vcpu0).min().unwrap_or_default();
+        let hi = v.iter().map(|t| t.vcpu0).max().unwrap_or_default();
+        let spread = if vcpus.is_zero() {
+            "–".to_string()
+        } else {
+            format!(
+                "{:.1} %",
+                100.0 * (hi - lo).as_secs_f64() / vcpus.as_secs_f64()
+            )
+        };
+        t.push_str(&format!(
+            "| {name} | {} | {:.3} s | {spread} | {} | {:.3} s | {:.3} s | {:.3} s | {:.3} s | {} |\n",
+            v.len(),
+            vcpus.as_secs_f64(),
+            ratio(vcpus, bv),
+            med(&v, |t| t.vcpus).as_secs_f64(),
+            med(&v, |t| t.qemu_other).as_secs_f64(),
+            med(&v, |t| t.backend).as_secs_f64(),
+            all.as_secs_f64(),
+            ratio(all, ba),
+        ));
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,7 +423,45 @@ mod tests {
             sampled: Duration::from_millis(workload_ms),
             samples: None,
             records: None,
+            cpu: None,
         }
+    }
+
+    fn c(vcpus_ms: u64, backend_ms: u64) -> Sample {
+        Sample {
+            cpu: Some(CpuTimes {
+                vcpu0: Duration::from_millis(vcpus_ms),
+                vcpus: Duration::from_millis(vcpus_ms + 100),
+                qemu_other: Duration::from_millis(10),
+                backend: Duration::from_millis(backend_ms),
+            }),
+            ..s(1000, 1)
+        }
+    }
+
+    #[test]
+    fn cpu_times_against_the_baseline_and_their_spread() {
+        let m = |v: Vec<Sample>| Outcome::Measured(v);
+        let t = cpu_table(&[
+            ("spe=off", m(vec![c(2000, 0), c(2200, 0), c(1800, 0)])),
+            ("perf", m(vec![c(2400, 90)])),
+            ("no cpu", m(vec![s(1, 1)])),
+            ("B: spe=off", m(vec![c(1000, 0)])),
+            ("B: default period", m(vec![c(1100, 40)])),
+        ]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(
+            lines[2],
+            "| spe=off | 3 | 2.000 s | 20.0 % | 1.000× | 2.100 s | 0.010 s | 0.000 s | 2.110 s | 1.000× |"
+        );
+        assert_eq!(
+            lines[3],
+            "| perf | 1 | 2.400 s | 0.0 % | 1.200× | 2.500 s | 0.010 s | 0.090 s | 2.600 s | 1.232× |"
+        );
+        assert!(lines[4].contains("no CPU times"));
+        // A second build is compared with its own spe=off.
+        assert!(lines[6].contains("| 1.100× |"), "{}", lines[6]);
+        assert!(lines[6].ends_with("| 1.250 s | 1.126× |"), "{}", lines[6]);
     }
 
     #[test]

@@ -169,6 +169,7 @@ fn real_main(args: &[String]) -> Result<bool> {
                 timeout: Duration::from_secs(300),
                 kill_backend_when: None,
                 spe,
+                cpu_time: false,
             })?;
             print!("{}", out.console);
             eprintln!("--- backend log ---\n{}", out.backend_log);
@@ -545,6 +546,7 @@ fn demo(kernel: &[&'static KernelSpec]) -> Result<bool> {
         timeout: Duration::from_secs(240),
         kill_backend_when: None,
         spe: Some(SpeRun::new(CpuProfile::NeoverseN1)),
+        cpu_time: false,
     })?;
     println!("--- what the guest saw and recorded ---");
     for l in out.console.lines() {

@@ -222,6 +222,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             kill_backend_when: None,
             spe,
+            cpu_time: false,
         }
     }
 

@@ -13,6 +13,7 @@
 
 mod command;
 mod control;
+pub mod cputime;
 mod marker;
 mod pin;
 mod process;
@@ -28,6 +29,7 @@ use command::ctl_socket;
 use control::FaultWatch;
 use process::{read_lossy, socket_dir, ChildGuard, RemoveOnDrop};
 use qmp::Qmp;
+use std::cell::RefCell;
 use std::fs;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -46,6 +48,10 @@ pub struct GuestRun {
     pub timeout: Duration,
     pub kill_backend_when: Option<&'static str>,
     pub spe: Option<SpeRun>,
+    /// Measure the host CPU time taken between the guest's
+    /// [`cputime::START`] and [`cputime::END`] markers
+    /// ([`RunOutput::cpu`]).
+    pub cpu_time: bool,
 }
 
 impl GuestRun {
@@ -58,6 +64,7 @@ impl GuestRun {
             timeout: s.timeout,
             kill_backend_when: s.kill_backend_when,
             spe: s.spe.clone(),
+            cpu_time: false,
         }
     }
 
@@ -121,6 +128,9 @@ struct Run<'a> {
     /// The backend's channel socket; its control socket and QEMU's QMP
     /// socket are named after it.
     socket: PathBuf,
+    /// The timed window's CPU time, when [`GuestRun::cpu_time`] asks
+    /// (the wait loop fills it in).
+    cpu: RefCell<Option<cputime::CpuWindow>>,
     _cleanup: [RemoveOnDrop; 3],
 }
 
@@ -151,6 +161,7 @@ impl<'a> Run<'a> {
             ],
             socket,
             dir,
+            cpu: RefCell::new(spec.cpu_time.then(cputime::CpuWindow::default)),
         })
     }
 
@@ -303,6 +314,11 @@ impl<'a> Run<'a> {
             elapsed,
             dir: self.dir.clone(),
             control,
+            cpu: self
+                .cpu
+                .borrow()
+                .as_ref()
+                .and_then(cputime::CpuWindow::taken),
         })
     }
 

@@ -1,6 +1,7 @@
 //! Waiting for a run to end, and its verdict.
 
 use super::control::query_spu;
+use super::cputime::CpuWindow;
 use super::process::{read_lossy, ChildGuard};
 use super::qmp::Qmp;
 use super::Run;
@@ -41,9 +42,18 @@ impl Run<'_> {
         let mut on_marker = self.spec.spe.as_ref().and_then(|s| s.on_marker);
         let mut spu = Err("the guest did not power off".to_string());
         let mut quitting = false;
+        let mut cpu = self.cpu.borrow_mut();
         loop {
-            if kill_backend_when.is_some() || on_marker.is_some() {
+            let timing = cpu.as_ref().is_some_and(CpuWindow::pending);
+            if kill_backend_when.is_some() || on_marker.is_some() || timing {
                 let console = read_lossy(&self.console);
+                if let Some(w) = cpu.as_mut().filter(|_| timing) {
+                    w.poll(
+                        &console,
+                        qemu.pid(),
+                        backend.as_deref().map(ChildGuard::pid),
+                    );
+                }
                 if let (Some(marker), Some(b)) = (kill_backend_when, backend.as_deref_mut()) {
                     if console.contains(marker) {
                         kill_backend_when = None;
@@ -98,7 +108,8 @@ impl Run<'_> {
                 };
                 return Ok((ending, spu));
             }
-            sleep(Duration::from_millis(50));
+            // A CPU-time window is only as exact as the polling.
+            sleep(Duration::from_millis(if timing { 10 } else { 50 }));
         }
     }
 }

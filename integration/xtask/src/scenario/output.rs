@@ -12,6 +12,21 @@ pub enum Verdict {
     Fail(String),
 }
 
+/// Host CPU time a run took in the guest's timed window (`bench-overhead`;
+/// measured by the runner's `cputime`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTimes {
+    /// QEMU's vCPU 0 thread (`CPU 0/TCG`): the bench's workload runs on
+    /// the guest's CPU 0, perf on the others.
+    pub vcpu0: Duration,
+    /// QEMU's vCPU threads (`CPU n/TCG`), together.
+    pub vcpus: Duration,
+    /// QEMU's other threads (main loop, RCU, I/O).
+    pub qemu_other: Duration,
+    /// Every thread of the backend.
+    pub backend: Duration,
+}
+
 #[derive(Debug)]
 pub struct RunOutput {
     pub verdict: Verdict,
@@ -22,6 +37,10 @@ pub struct RunOutput {
     pub elapsed: Duration,
     pub dir: PathBuf,
     pub control: Control,
+    /// The host CPU time of the guest's timed window, when asked for
+    /// ([`GuestRun::cpu_time`](crate::runner::GuestRun)) and both markers
+    /// showed.
+    pub cpu: Option<CpuTimes>,
 }
 
 impl RunOutput {
@@ -55,6 +74,7 @@ impl RunOutput {
             elapsed: Duration::ZERO,
             dir: PathBuf::new(),
             control: Control::default(),
+            cpu: None,
         }
     }
 
