@@ -10,7 +10,7 @@ use std::hint::black_box;
 use vhost_device_spe::uarch::MemoryHierarchy;
 
 /// `n` sampled accesses of 64 instructions over a 1 MiB footprint, every
-/// fourth watched and its result in the next, one in eight a store.
+/// fourth's reuse distance reported with the next, one in eight a store.
 fn ops(n: u64) -> Vec<SampledOp> {
     let pc = |i: u64| 0x40_0000 + (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) * 4;
     (0..n)
@@ -31,7 +31,6 @@ fn ops(n: u64) -> Vec<SampledOp> {
                 issue_latency: 1,
                 translation_latency: 1,
                 physical_count: i,
-                watched: i % 4 == 0,
                 reuse: match i % 4 {
                     1 => Reuse::After((x >> 50) as u32),
                     _ => Reuse::None,

@@ -68,15 +68,11 @@ pub struct SampledOp {
     pub contextidr_el2: u32,
     /// Physical generic-timer count when the operation completed.
     pub physical_count: u64,
-    /// The front end watches this load's or store's cache line for its
-    /// next access by the same vCPU (a reuse-distance sample, StatCache's
-    /// watchpoint); the result comes with a later operation's [`reuse`].
-    ///
-    /// [`reuse`]: SampledOp::reuse
-    pub watched: bool,
-    /// The result of a watch that ended (the front end watches several
-    /// lines at once and reports one result per operation): the
-    /// operations the vCPU counted until the watched line's next access.
+    /// The result of a watch that ended: the front end watches the cache
+    /// line of some loads and stores (StatCache's watchpoints, several
+    /// at once) until the vCPU's next access to it, and reports each
+    /// result with a later operation: the operations the vCPU counted
+    /// until that access.
     pub reuse: Reuse,
     /// The PC of the load or store whose line that watch followed.
     pub reuse_pc: u64,
@@ -118,7 +114,6 @@ impl Default for SampledOp {
             contextidr_el1: 0,
             contextidr_el2: 0,
             physical_count: 0,
-            watched: false,
             reuse: Reuse::None,
             reuse_pc: 0,
         }
@@ -161,7 +156,6 @@ impl SampledOp {
     const F_B: u8 = 1 << 4; // indirect
     const F_V: u8 = 1 << 5; // vector structures
     const F_NO_VA: u8 = 1 << 6; // no data address
-    const F_WATCHED: u8 = 1 << 7; // the line is watched
 
     // Byte 13: the kind of `reuse` (0 none, 1 After, 2 NotWithin); its
     // operations at 80, its PC at 88.
@@ -198,7 +192,6 @@ impl SampledOp {
             (ind, Self::F_B),
             (vector, Self::F_V),
             (self.no_data_address, Self::F_NO_VA),
-            (self.watched, Self::F_WATCHED),
         ] {
             if on {
                 flags |= bit;
@@ -276,7 +269,6 @@ impl SampledOp {
             contextidr_el1: u32_at(60),
             contextidr_el2: u32_at(64),
             physical_count: u64_at(72),
-            watched: flags & Self::F_WATCHED != 0,
             // An unknown kind is no result: a newer front end's.
             reuse: match b[13] {
                 Self::REUSE_AFTER => Reuse::After(u32_at(80)),
@@ -321,7 +313,7 @@ mod tests {
             data_pa_valid in any::<bool>(), no_data_address in any::<bool>(),
             size in any::<u8>(), target in any::<u64>(),
             events in any::<u64>(), lat in any::<[u32; 3]>(), ctx in any::<[u32; 2]>(),
-            physical_count in any::<u64>(), watched in any::<bool>(),
+            physical_count in any::<u64>(),
             reuse in prop_oneof![
                 Just(Reuse::None),
                 any::<u32>().prop_map(Reuse::After),
@@ -330,7 +322,7 @@ mod tests {
             SampledOp { pc, el: El::from_u8(el).unwrap(), ns, nse, class, data_va, data_pa,
                 data_pa_valid, no_data_address, size, target, events, total_latency: lat[0],
                 issue_latency: lat[1], translation_latency: lat[2],
-                contextidr_el1: ctx[0], contextidr_el2: ctx[1], physical_count, watched,
+                contextidr_el1: ctx[0], contextidr_el2: ctx[1], physical_count,
                 reuse, reuse_pc }
         }
     }

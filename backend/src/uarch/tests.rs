@@ -41,7 +41,6 @@ fn run(
             watching = false;
         }
         if i % 4 == 0 {
-            op.watched = true;
             watching = true;
         }
         h.serve(vcpu, &mut op);
@@ -123,7 +122,6 @@ fn each_instruction_gets_the_levels_of_its_own_reuse() {
             op.reuse_pc = p;
         }
         if i % 3 == 0 {
-            op.watched = true;
             watching = Some(pc);
         }
         h.serve(0, &mut op);
