@@ -3,11 +3,11 @@
 # every class the filters remove is there). The control runs last: the
 # backend's memory model learns a line's reuse when it comes back, and the
 # workload's 4 MiB walk comes back after about a million operations, so a
-# fresh VM's first run shows fewer of its cache misses than it has. Per run, the records by class
-# as `ATTR_CLASS=N` results; the host judges them (attributes.rs). An
-# attribute this driver lacks is reported absent, a value it refuses
-# refused. Then discard=1: no AUX
-# data and no PMBIRQ while the backend counts discarded records.
+# fresh VM's first run shows fewer of its cache misses than it has. Per
+# run, the records by class as `ATTR_CLASS=N` results; the host judges
+# them (attributes.rs). An attribute this driver lacks is reported absent,
+# a value it refuses refused. Then discard=1: no AUX data and no PMBIRQ
+# while the backend counts discarded records.
 . /scenarios/lib/spe.sh
 fmt=/sys/bus/event_source/devices/arm_spe_0/format
 iters=${spe_attr_iterations:-100000}

@@ -402,9 +402,8 @@ static uint64_t now_ns(void)
 
 /*
  * With SPE_WORKLOAD_MARK=PATH (the console), a line there before and after
- * the timed loop: the host reads the CPU time QEMU took in between
- * (bench-overhead), which, unlike this loop's own clock, counts no time
- * the host gave to others.
+ * the timed loop: the host reads the CPU time each of QEMU's threads and
+ * the backend took in between (bench-overhead).
  */
 static void mark(const char *line)
 {

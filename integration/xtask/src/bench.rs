@@ -193,7 +193,7 @@ pub fn run(rig: &Rig, runs: usize) -> Result<bool> {
         .zip(outcomes.iter().cloned())
         .collect();
     println!("{}", table(&rows));
-    println!("{}", cpu_table(&rows));
+    println!("{}", cpu_table(&rows, rows.len()));
     Ok(!outcomes.iter().any(|o| matches!(o, Outcome::Failed(_))))
 }
 
@@ -297,7 +297,7 @@ pub fn run_ab(rig: &Rig, runs: usize, builds: &[(String, PathBuf)]) -> Result<bo
         })
         .collect();
     let rows: Vec<(&str, Outcome)> = rows.iter().map(|(n, o)| (n.as_str(), o.clone())).collect();
-    println!("{}", cpu_table(&rows));
+    println!("{}", cpu_table(&rows, 2));
     Ok(!outcomes
         .iter()
         .flatten()
@@ -344,14 +344,14 @@ pub fn ab_table(names: &[&str], outcomes: &[[Outcome; 2]]) -> String {
     t
 }
 
-/// The host CPU time of each configuration's timed loop, which counts no
-/// time the host gave to others (wall time does): QEMU's vCPU 0 thread
-/// (the workload's), all its vCPU threads (perf's too), its other threads
-/// and the backend, medians; vCPU 0's spread over the runs ((slowest −
-/// fastest) / median), and the ratios of vCPU 0's and of the total to the
-/// first row's (in the A/B, each build's `spe=off` row precedes its own
-/// default-period row and is its baseline).
-pub fn cpu_table(rows: &[(&str, Outcome)]) -> String {
+/// The host CPU time of each configuration's timed loop, each side apart:
+/// QEMU's vCPU 0 thread (the workload's), all its vCPU threads (perf's
+/// too), its other threads and the backend, medians; vCPU 0's spread over
+/// the runs ((slowest − fastest) / median), and the ratios of vCPU 0's and
+/// of the total to the baseline: the first row of each group of `group`
+/// rows (all of them in the bench; in the A/B, each build's `spe=off` and
+/// default-period rows).
+pub fn cpu_table(rows: &[(&str, Outcome)], group: usize) -> String {
     let cpu = |o: &Outcome| -> Option<Vec<CpuTimes>> {
         match o {
             Outcome::Measured(s) => {
@@ -375,18 +375,17 @@ pub fn cpu_table(rows: &[(&str, Outcome)]) -> String {
          |---|---|---|---|---|---|---|---|---|---|\n",
     );
     let mut base: Option<(Duration, Duration)> = None;
-    for (name, o) in rows {
+    for (i, (name, o)) in rows.iter().enumerate() {
+        if i % group.max(1) == 0 {
+            base = None;
+        }
         let Some(v) = cpu(o) else {
             t.push_str(&format!("| {name} | – | no CPU times | | | | | | | |\n"));
             continue;
         };
         let vcpus = med(&v, |t| t.vcpu0);
         let all = med(&v, total);
-        // An A/B's rows come in pairs: spe=off is each pair's baseline.
-        if base.is_none() || name.ends_with("spe=off") {
-            base = Some((vcpus, all));
-        }
-        let (bv, ba) = base.unwrap_or_default();
+        let (bv, ba) = *base.get_or_insert((vcpus, all));
         let lo = v.iter().map(|t| t.vcpu0).min().unwrap_or_default();
         let hi = v.iter().map(|t| t.vcpu0).max().unwrap_or_default();
         let spread = if vcpus.is_zero() {
@@ -442,13 +441,16 @@ mod tests {
     #[test]
     fn cpu_times_against_the_baseline_and_their_spread() {
         let m = |v: Vec<Sample>| Outcome::Measured(v);
-        let t = cpu_table(&[
-            ("spe=off", m(vec![c(2000, 0), c(2200, 0), c(1800, 0)])),
-            ("perf", m(vec![c(2400, 90)])),
-            ("no cpu", m(vec![s(1, 1)])),
-            ("B: spe=off", m(vec![c(1000, 0)])),
-            ("B: default period", m(vec![c(1100, 40)])),
-        ]);
+        let t = cpu_table(
+            &[
+                ("spe=off", m(vec![c(2000, 0), c(2200, 0), c(1800, 0)])),
+                ("perf", m(vec![c(2400, 90)])),
+                ("no cpu", m(vec![s(1, 1)])),
+                ("B: spe=off", m(vec![c(1000, 0)])),
+                ("B: default period", m(vec![c(1100, 40)])),
+            ],
+            3,
+        );
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(
             lines[2],
