@@ -21,8 +21,12 @@ run() {
 warm=$(run 300 /tmp/warm-up.data)
 rm -f /tmp/warm-up.data
 echo "SPE-RESULT warmup_ns=$(echo "$warm" | sed -n 's/.*workload_ns=\([0-9]*\).*/\1/p')"
-# The timed run marks its loop on the console for the host's CPU times.
+# The timed run marks its loop on the console for the host's CPU times
+# (or instructions: then spe.mark_pause= gives the host time to act).
 export SPE_WORKLOAD_MARK=/dev/console
+if [ -n "${spe_mark_pause:-}" ]; then
+    export SPE_WORKLOAD_MARK_PAUSE="$spe_mark_pause"
+fi
 out=$(run $n /tmp/workload.data)
 rc=$?
 echo "$out"

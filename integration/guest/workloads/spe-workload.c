@@ -403,17 +403,22 @@ static uint64_t now_ns(void)
 /*
  * With SPE_WORKLOAD_MARK=PATH (the console), a line there before and after
  * the timed loop: the host reads the CPU time each of QEMU's threads and
- * the backend took in between (bench-overhead).
+ * the backend took in between (bench-overhead). SPE_WORKLOAD_MARK_PAUSE=S
+ * sleeps S seconds after each line, so that a host slower to act than the
+ * runner's poll (callgrind_control, about 2 s) acts while the guest idles.
  */
 static void mark(const char *line)
 {
     const char *path = getenv("SPE_WORKLOAD_MARK");
+    const char *pause = getenv("SPE_WORKLOAD_MARK_PAUSE");
     int fd = path ? open(path, O_WRONLY | O_NOCTTY) : -1;
 
     if (fd < 0)
         return;
     dprintf(fd, "%s\n", line);
     close(fd);
+    if (pause)
+        sleep((unsigned int)atoi(pause));
 }
 
 /* One `0xVA 0xPA` line per page of the array into @path (PA 0 if the

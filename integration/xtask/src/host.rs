@@ -279,6 +279,25 @@ pub fn privileged(program: &str) -> Command {
     }
 }
 
+/// apt-get install of those of `pkgs` that are not installed (by-hand
+/// commands' own tools; the set-up's are [`HOST_PACKAGES`]).
+pub fn install_missing(pkgs: &[&str]) -> Result<()> {
+    let missing = missing_packages(pkgs);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let step = Step::new(format!("apt-get install {}", missing.join(" ")));
+    run(
+        "apt-get install",
+        privileged("apt-get")
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .args(["-q", "-y", "--no-install-recommends", "install"])
+            .args(&missing),
+    )?;
+    step.done("installed");
+    Ok(())
+}
+
 /// `dpkg-query` status of each package: those not fully installed.
 pub fn missing_packages(pkgs: &[&str]) -> Vec<String> {
     let out = Command::new("dpkg-query")

@@ -25,7 +25,7 @@ mod workloads;
 
 use anyhow::{bail, Context, Result};
 use kernels::KernelSpec;
-use runner::{GuestRun, Rig};
+use runner::{GuestRun, Measure, Rig};
 use scenario::{SpeRun, Verdict};
 use setup::Paths;
 use spe_protocol::profile::CpuProfile;
@@ -59,13 +59,17 @@ const USAGE: &str = "usage: cargo xtask <command>
                      alone, which must have no SPE (by hand, not in CI)
   series-build       apply qemu-patches/ one patch at a time to a clean
                      QEMU and build after each (slow: by hand, not in CI)
-  bench-overhead [--runs N] [--pin] [--ab NAME=QEMU ...]
+  bench-overhead [--runs N] [--pin] [--instructions] [--ab NAME=QEMU ...]
                      time the guest workload with SPE off, on, and sampling;
                      print a markdown table; --pin: QEMU's vCPU 0 thread
                      alone on the first host CPU this process may use,
-                     everything else on the others; --ab (twice or more):
-                     spe=off and the default period only, with each QEMU
-                     build in turn, and each build's overhead in points";
+                     everything else on the others; --instructions: QEMU
+                     under callgrind (installs valgrind), its host
+                     instructions in the workload's loop instead of CPU
+                     times (3-8 min a run; --runs default 1); --ab (twice
+                     or more): spe=off and the default period only, with
+                     each QEMU build in turn, and each build's overhead in
+                     points";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -96,7 +100,7 @@ fn real_main(args: &[String]) -> Result<bool> {
         "test" => &["--no-lint", "--full"],
         "scenarios" => &["--full"],
         "run" => &["--no-backend", "--spe"],
-        "bench-overhead" => &["--runs", "--pin", "--ab"],
+        "bench-overhead" => &["--runs", "--pin", "--instructions", "--ab"],
         _ => &[],
     };
     if wants_help(cmd, rest, options)? {
@@ -169,7 +173,7 @@ fn real_main(args: &[String]) -> Result<bool> {
                 timeout: Duration::from_secs(300),
                 kill_backend_when: None,
                 spe,
-                cpu_time: false,
+                measure: Measure::Nothing,
             })?;
             print!("{}", out.console);
             eprintln!("--- backend log ---\n{}", out.backend_log);
@@ -177,12 +181,15 @@ fn real_main(args: &[String]) -> Result<bool> {
             Ok(out.verdict == Verdict::Pass)
         }
         "bench-overhead" => {
+            let instructions = rest.iter().any(|a| a == "--instructions");
             let runs = match rest.iter().position(|a| a == "--runs") {
                 Some(i) => rest
                     .get(i + 1)
                     .and_then(|n| n.parse::<usize>().ok())
                     .filter(|&n| n > 0)
                     .context("--runs needs a positive number")?,
+                // A count does not vary with the machine: one run each.
+                None if instructions => 1,
                 None => 3,
             };
             let paths = Paths::discover()?;
@@ -190,10 +197,16 @@ fn real_main(args: &[String]) -> Result<bool> {
             let mut rig = prepare(&paths, &[&kernels::MATRIX[0]])?.remove(0);
             rig.pin_vcpu0 = rest.iter().any(|a| a == "--pin");
             let builds = ab_builds(rest)?;
-            if builds.is_empty() {
-                bench::run(&rig, runs)
+            let measure = if instructions {
+                host::install_missing(&[runner::callgrind::PACKAGE])?;
+                Measure::Instructions
             } else {
-                bench::run_ab(&rig, runs, &builds)
+                Measure::Nothing
+            };
+            if builds.is_empty() {
+                bench::run(&rig, runs, measure)
+            } else {
+                bench::run_ab(&rig, runs, &builds, measure)
             }
         }
         "series-build" => setup::series_build(&Paths::discover()?),
@@ -546,7 +559,7 @@ fn demo(kernel: &[&'static KernelSpec]) -> Result<bool> {
         timeout: Duration::from_secs(240),
         kill_backend_when: None,
         spe: Some(SpeRun::new(CpuProfile::NeoverseN1)),
-        cpu_time: false,
+        measure: Measure::Nothing,
     })?;
     println!("--- what the guest saw and recorded ---");
     for l in out.console.lines() {

@@ -6,7 +6,7 @@
 //! run with the patched QEMU alone as virtme-ng's QEMU is the negative
 //! control: no SPE there.
 
-use crate::host::{missing_packages, privileged};
+use crate::host::install_missing;
 use crate::runner::Rig;
 use crate::util::{run, Step};
 use anyhow::{bail, Context, Result};
@@ -68,18 +68,7 @@ impl Outcome {
 }
 
 pub fn run_vng(rig: &Rig, work: &Path) -> Result<bool> {
-    let missing = missing_packages(PACKAGES);
-    if !missing.is_empty() {
-        let step = Step::new(format!("apt-get install {}", missing.join(" ")));
-        run(
-            "apt-get install",
-            privileged("apt-get")
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .args(["-q", "-y", "--no-install-recommends", "install"])
-                .args(&missing),
-        )?;
-        step.done("installed");
-    }
+    install_missing(PACKAGES)?;
     let dir = work.join("virtme-ng");
     let venv = dir.join("venv");
     if !venv.join("bin/vng").exists() {

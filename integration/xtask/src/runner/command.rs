@@ -1,6 +1,6 @@
 //! The command lines of a run: QEMU's, `spe-qemu`'s and the backend's.
 
-use super::{GuestRun, Rig};
+use super::{callgrind, GuestRun, Measure, Rig};
 use crate::scenario::{CONFIG_SIZE, NUM_VQS, VCPUS, VIRTIO_ID};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -102,7 +102,15 @@ impl Rig {
     }
 
     pub(super) fn qemu_command(&self, spec: &GuestRun, console: &Path, socket: &Path) -> Command {
-        let mut c = Command::new(&self.qemu);
+        let instructions = spec.measure == Measure::Instructions;
+        let mut c = if instructions {
+            callgrind::wrap(
+                &self.qemu,
+                &super::callgrind_out(console.parent().unwrap_or(Path::new("."))),
+            )
+        } else {
+            Command::new(&self.qemu)
+        };
         let mem = "1G";
         let (machine, cpu) = match &spec.spe {
             Some(spe) if spec.backend && !spe.paravirt => (
@@ -160,9 +168,18 @@ impl Rig {
         self.boot_args(
             &mut c,
             &format!(
-                "spe.scenario={} spe.virtio_id={VIRTIO_ID}{}",
+                "spe.scenario={} spe.virtio_id={VIRTIO_ID}{}{}",
                 spec.scenario,
-                kpti(spec)
+                kpti(spec),
+                if instructions {
+                    format!(
+                        " spe.mark_pause={} {}",
+                        callgrind::PAUSE_S,
+                        callgrind::CMDLINE
+                    )
+                } else {
+                    String::new()
+                }
             ),
         );
         if spec.backend && spec.spe.as_ref().is_none_or(|s| s.paravirt) {
@@ -172,6 +189,9 @@ impl Rig {
                 .arg(format!(
                     "vhost-user-device-pci,chardev=spe0,virtio-id={VIRTIO_ID},num_vqs={NUM_VQS},config_size={CONFIG_SIZE}"
                 ));
+        }
+        if instructions {
+            c.args(["-accel", callgrind::ACCEL]);
         }
         if let Some(spe) = &spec.spe {
             if let Some(icount) = spe.icount {
@@ -222,7 +242,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             kill_backend_when: None,
             spe,
-            cpu_time: false,
+            measure: Measure::Nothing,
         }
     }
 
@@ -291,6 +311,30 @@ mod tests {
         );
         assert!(!qemu_args(Some(SpeRun::new(CpuProfile::NeoverseN1))).contains(&"-icount".into()));
         assert!(!qemu_args(None).contains(&"-icount".into()));
+    }
+
+    #[test]
+    fn counting_instructions_runs_qemu_under_callgrind_in_one_thread() {
+        let spec = GuestRun {
+            measure: Measure::Instructions,
+            ..run(Some(SpeRun::new(CpuProfile::NeoverseN1)))
+        };
+        let c = rig().qemu_command(&spec, Path::new("dir/console"), Path::new("sock"));
+        assert_eq!(c.get_program(), "valgrind");
+        let a = args(c);
+        assert!(
+            a.contains(&"--callgrind-out-file=dir/callgrind.out".into()),
+            "{a:?}"
+        );
+        assert!(a.contains(&"qemu".into()));
+        assert!(
+            a.windows(2).any(|w| w == ["-accel", callgrind::ACCEL]),
+            "{a:?}"
+        );
+        let append = a.windows(2).find(|w| w[0] == "-append").unwrap()[1].clone();
+        assert!(append.contains(&format!("spe.mark_pause={}", callgrind::PAUSE_S)));
+        assert!(append.contains(callgrind::CMDLINE));
+        assert!(!qemu_args(None).contains(&"valgrind".into()));
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! ends QEMU through QMP. The answers go to the run's `control.json` and
 //! [`RunOutput::control`].
 
+pub mod callgrind;
 mod command;
 mod control;
 pub mod cputime;
@@ -48,10 +49,21 @@ pub struct GuestRun {
     pub timeout: Duration,
     pub kill_backend_when: Option<&'static str>,
     pub spe: Option<SpeRun>,
-    /// Measure the host CPU time taken between the guest's
-    /// [`cputime::START`] and [`cputime::END`] markers
-    /// ([`RunOutput::cpu`]).
-    pub cpu_time: bool,
+    /// What the runner measures between the guest's [`cputime::START`]
+    /// and [`cputime::END`] markers.
+    pub measure: Measure,
+}
+
+/// What a run measures in the guest's timed window (the bench's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Measure {
+    #[default]
+    Nothing,
+    /// Host CPU time by thread ([`RunOutput::cpu`]).
+    CpuTime,
+    /// QEMU's host instructions, under callgrind
+    /// ([`RunOutput::instructions`]).
+    Instructions,
 }
 
 impl GuestRun {
@@ -64,7 +76,7 @@ impl GuestRun {
             timeout: s.timeout,
             kill_backend_when: s.kill_backend_when,
             spe: s.spe.clone(),
-            cpu_time: false,
+            measure: Measure::Nothing,
         }
     }
 
@@ -72,6 +84,17 @@ impl GuestRun {
     /// with a control socket it asks (see the module's documentation).
     fn controlled(&self) -> bool {
         self.backend && self.spe.as_ref().is_some_and(|s| !s.launcher)
+    }
+
+    /// How long QEMU may take to answer QMP at its start, and to exit
+    /// after QMP's `quit`: longer under callgrind, which runs it tens of
+    /// times slower.
+    fn qemu_grace(&self) -> Duration {
+        Duration::from_secs(if self.measure == Measure::Instructions {
+            120
+        } else {
+            10
+        })
     }
 
     fn launcher(&self) -> bool {
@@ -128,9 +151,10 @@ struct Run<'a> {
     /// The backend's channel socket; its control socket and QEMU's QMP
     /// socket are named after it.
     socket: PathBuf,
-    /// The timed window's CPU time, when [`GuestRun::cpu_time`] asks
-    /// (the wait loop fills it in).
+    /// The timed window's CPU time or instructions, when
+    /// [`GuestRun::measure`] asks (the wait loop fills them in).
     cpu: RefCell<Option<cputime::CpuWindow>>,
+    instr: RefCell<Option<callgrind::InstrWindow>>,
     _cleanup: [RemoveOnDrop; 3],
 }
 
@@ -149,6 +173,8 @@ impl<'a> Run<'a> {
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = fs::remove_file(&socket);
+        let instr = (spec.measure == Measure::Instructions)
+            .then(|| callgrind::InstrWindow::new(callgrind_out(&dir)));
         Ok(Run {
             rig,
             spec,
@@ -161,7 +187,8 @@ impl<'a> Run<'a> {
             ],
             socket,
             dir,
-            cpu: RefCell::new(spec.cpu_time.then(cputime::CpuWindow::default)),
+            cpu: RefCell::new((spec.measure == Measure::CpuTime).then(cputime::CpuWindow::default)),
+            instr: RefCell::new(instr),
         })
     }
 
@@ -260,7 +287,7 @@ impl<'a> Run<'a> {
         }
         let qmp_socket = command::qmp_socket(&self.socket);
         let mut qmp = match controlled
-            .then(|| Qmp::connect(&qmp_socket, &mut qemu))
+            .then(|| Qmp::connect(&qmp_socket, &mut qemu, self.spec.qemu_grace()))
             .transpose()
         {
             Ok(q) => q,
@@ -319,6 +346,7 @@ impl<'a> Run<'a> {
                 .borrow()
                 .as_ref()
                 .and_then(cputime::CpuWindow::taken),
+            instructions: self.instr.borrow().as_ref().map(|w| w.taken()),
         })
     }
 
@@ -346,4 +374,9 @@ impl<'a> Run<'a> {
         fs::write(dir.join("report.status"), st.to_string())?;
         Ok(())
     }
+}
+
+/// Where callgrind writes in a run's folder ([`Measure::Instructions`]).
+fn callgrind_out(dir: &std::path::Path) -> PathBuf {
+    dir.join("callgrind.out")
 }

@@ -22,10 +22,11 @@ pub struct Qmp {
 }
 
 impl Qmp {
-    /// Connects to the socket QEMU creates at its start (within 10 s, while
-    /// QEMU lives) and leaves capabilities negotiation, so that events come.
-    pub fn connect(path: &Path, qemu: &mut ChildGuard) -> Result<Qmp> {
-        let deadline = Instant::now() + Duration::from_secs(10);
+    /// Connects to the socket QEMU creates at its start (within `within`,
+    /// while QEMU lives) and leaves capabilities negotiation, so that
+    /// events come.
+    pub fn connect(path: &Path, qemu: &mut ChildGuard, within: Duration) -> Result<Qmp> {
+        let deadline = Instant::now() + within;
         let stream = loop {
             match UnixStream::connect(path) {
                 Ok(s) => break s,
@@ -40,7 +41,7 @@ impl Qmp {
                 }
             }
         };
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        stream.set_read_timeout(Some(within))?;
         let mut writer = stream.try_clone()?;
         let mut reader = BufReader::new(stream);
         let greeting = read_json(&mut reader)?;

@@ -1,5 +1,6 @@
 //! Waiting for a run to end, and its verdict.
 
+use super::callgrind::InstrWindow;
 use super::control::query_spu;
 use super::cputime::CpuWindow;
 use super::process::{read_lossy, ChildGuard};
@@ -22,9 +23,6 @@ pub enum Ending {
     QmpFailed(String),
 }
 
-/// How long QEMU may take to exit after QMP's `quit`.
-const QUIT_GRACE: Duration = Duration::from_secs(10);
-
 impl Run<'_> {
     /// Polls QEMU (and the backend) until QEMU exits, the backend dies, or
     /// the timeout passes; QEMU is killed on the last two. On the way it
@@ -43,9 +41,11 @@ impl Run<'_> {
         let mut spu = Err("the guest did not power off".to_string());
         let mut quitting = false;
         let mut cpu = self.cpu.borrow_mut();
+        let mut instr = self.instr.borrow_mut();
         loop {
             let timing = cpu.as_ref().is_some_and(CpuWindow::pending);
-            if kill_backend_when.is_some() || on_marker.is_some() || timing {
+            let counting = instr.as_ref().is_some_and(InstrWindow::pending);
+            if kill_backend_when.is_some() || on_marker.is_some() || timing || counting {
                 let console = read_lossy(&self.console);
                 if let Some(w) = cpu.as_mut().filter(|_| timing) {
                     w.poll(
@@ -53,6 +53,9 @@ impl Run<'_> {
                         qemu.pid(),
                         backend.as_deref().map(ChildGuard::pid),
                     );
+                }
+                if let Some(w) = instr.as_mut().filter(|_| counting) {
+                    w.poll(&console, qemu.pid());
                 }
                 if let (Some(marker), Some(b)) = (kill_backend_when, backend.as_deref_mut()) {
                     if console.contains(marker) {
@@ -72,7 +75,7 @@ impl Run<'_> {
                     qemu.kill();
                     return Ok((Ending::QmpFailed(format!("{e:#}")), spu));
                 }
-                deadline = Instant::now() + QUIT_GRACE;
+                deadline = Instant::now() + self.spec.qemu_grace();
             }
             if let Some(st) = qemu.try_wait()? {
                 // QEMU may die of the backend's crash (10.0.2 can abort on a
@@ -101,7 +104,7 @@ impl Run<'_> {
                 let ending = if quitting {
                     Ending::QmpFailed(format!(
                         "QEMU did not quit within {} s of the guest's power-off",
-                        QUIT_GRACE.as_secs()
+                        self.spec.qemu_grace().as_secs()
                     ))
                 } else {
                     Ending::Timeout(self.spec.timeout)

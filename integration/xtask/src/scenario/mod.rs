@@ -14,7 +14,7 @@ pub use machine::{
     cpu_list, LinuxCaps, MarkerAction, OnMarker, SpeRun, CONFIG_SIZE, ICOUNT_AUTO, ICOUNT_FIXED,
     NUM_VQS, VCPUS, VIRTIO_ID,
 };
-pub use output::{parse_console, Control, CpuTimes, Parsed, RunOutput, Verdict};
+pub use output::{parse_console, Control, CpuTimes, Instructions, Parsed, RunOutput, Verdict};
 
 use std::time::Duration;
 

@@ -27,6 +27,15 @@ pub struct CpuTimes {
     pub backend: Duration,
 }
 
+/// Host instructions QEMU executed in the guest's timed window
+/// (`bench-overhead --instructions`; the runner's `callgrind`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Instructions {
+    pub total: u64,
+    /// By function, largest first; QEMU's generated code is one entry.
+    pub by_function: Vec<(String, u64)>,
+}
+
 #[derive(Debug)]
 pub struct RunOutput {
     pub verdict: Verdict,
@@ -38,9 +47,12 @@ pub struct RunOutput {
     pub dir: PathBuf,
     pub control: Control,
     /// The host CPU time of the guest's timed window, when asked for
-    /// ([`GuestRun::cpu_time`](crate::runner::GuestRun)) and both markers
+    /// ([`Measure::CpuTime`](crate::runner::Measure)) and both markers
     /// showed.
     pub cpu: Option<CpuTimes>,
+    /// QEMU's instructions in that window, when asked for
+    /// ([`Measure::Instructions`](crate::runner::Measure)), or why not.
+    pub instructions: Option<Result<Instructions, String>>,
 }
 
 impl RunOutput {
@@ -75,6 +87,7 @@ impl RunOutput {
             dir: PathBuf::new(),
             control: Control::default(),
             cpu: None,
+            instructions: None,
         }
     }
 

@@ -3,10 +3,14 @@
 //! `workload*` scenarios) under the same patched QEMU several ways and
 //! reports the workload's own run time (measured in the guest, so boot
 //! time does not dilute it) and the boot-to-exit wall time, as ratios to
-//! `spe=off`, in a markdown table.
+//! `spe=off`, in a markdown table. With `--instructions`, QEMU runs under
+//! callgrind instead and the tables give its host instructions
+//! (`instructions.rs`).
 
-use crate::runner::{GuestRun, Rig};
-use crate::scenario::{CpuTimes, SpeRun, Verdict};
+mod instructions;
+
+use crate::runner::{GuestRun, Measure, Rig};
+use crate::scenario::{CpuTimes, Instructions, SpeRun, Verdict};
 use anyhow::Result;
 use spe_protocol::profile::CpuProfile;
 use std::path::PathBuf;
@@ -73,7 +77,7 @@ pub fn configs() -> Vec<Config> {
 }
 
 /// One timed run.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
     /// The guest's `workload_ns`.
     pub workload: Duration,
@@ -90,6 +94,8 @@ pub struct Sample {
     pub records: Option<u64>,
     /// Host CPU time taken while the workload's loop ran.
     pub cpu: Option<CpuTimes>,
+    /// QEMU's host instructions while it ran (`--instructions`).
+    pub instructions: Option<Instructions>,
 }
 
 /// A configuration's outcome.
@@ -173,7 +179,7 @@ pub fn table(rows: &[(&str, Outcome)]) -> String {
 
 /// Runs every configuration `runs` times, interleaved so that a slow
 /// spell of the machine spreads over all of them, and prints the table.
-pub fn run(rig: &Rig, runs: usize) -> Result<bool> {
+pub fn run(rig: &Rig, runs: usize, measure: Measure) -> Result<bool> {
     let configs = configs();
     if rig.pin_vcpu0 {
         eprintln!("==> every run: QEMU's vCPU 0 thread alone on the first allowed host CPU");
@@ -184,7 +190,7 @@ pub fn run(rig: &Rig, runs: usize) -> Result<bool> {
         .collect();
     for round in 0..runs {
         for (c, o) in configs.iter().zip(outcomes.iter_mut()) {
-            time_one(rig, c, &round.to_string(), o)?;
+            time_one(rig, c, &round.to_string(), o, measure)?;
         }
     }
     let rows: Vec<(&str, Outcome)> = configs
@@ -193,12 +199,23 @@ pub fn run(rig: &Rig, runs: usize) -> Result<bool> {
         .zip(outcomes.iter().cloned())
         .collect();
     println!("{}", table(&rows));
-    println!("{}", cpu_table(&rows, rows.len()));
+    print_measure(&rows, rows.len(), measure);
     Ok(!outcomes.iter().any(|o| matches!(o, Outcome::Failed(_))))
 }
 
+/// The tables of what the runs measured besides the guest's own times.
+fn print_measure(rows: &[(&str, Outcome)], group: usize, measure: Measure) {
+    match measure {
+        Measure::Instructions => {
+            println!("{}", instructions::table(rows, group));
+            println!("{}", instructions::growth_table(rows, group, 8));
+        }
+        _ => println!("{}", cpu_table(rows, group)),
+    }
+}
+
 /// One timed run of `c`, added to `o` (which a failure replaces).
-fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome) -> Result<()> {
+fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome, measure: Measure) -> Result<()> {
     let Outcome::Measured(samples) = o else {
         return Ok(());
     };
@@ -206,12 +223,29 @@ fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome) -> Result<()> {
         scenario: c.guest.to_string(),
         run_name: format!("bench-{}-{tag}", c.guest),
         backend: c.spe.is_some(),
-        timeout: Duration::from_secs(600),
+        // Under callgrind a run takes 3 to 8 minutes.
+        timeout: Duration::from_secs(if measure == Measure::Instructions {
+            3600
+        } else {
+            600
+        }),
         kill_backend_when: None,
         // Without a backend: the core, without spe=on.
         spe: Some(c.spe.clone().unwrap_or(SpeRun::new(CORE))),
-        cpu_time: true,
+        measure: match measure {
+            Measure::Nothing => Measure::CpuTime,
+            m => m,
+        },
     })?;
+    let instructions = match out.instructions.clone() {
+        Some(Err(why)) => {
+            eprintln!("    {}: no instruction count ({why})", c.name);
+            *o = Outcome::Failed(why);
+            return Ok(());
+        }
+        Some(Ok(i)) => Some(i),
+        None => None,
+    };
     let ns = out
         .result("workload_ns")
         .and_then(|v| v.parse::<u64>().ok());
@@ -222,10 +256,14 @@ fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome) -> Result<()> {
     match (&out.verdict, ns) {
         (Verdict::Pass, Some(ns)) => {
             eprintln!(
-                "    {}: workload {:.3} s, boot to exit {:.1} s{}",
+                "    {}: workload {:.3} s, boot to exit {:.1} s{}{}",
                 c.name,
                 ns as f64 / 1e9,
                 out.elapsed.as_secs_f64(),
+                instructions.as_ref().map_or(String::new(), |i| format!(
+                    ", QEMU: {:.3} G instructions",
+                    i.total as f64 / 1e9
+                )),
                 out.cpu.map_or(String::new(), |t| format!(
                     ", CPU: vCPU 0 {:.3} s, all vCPUs {:.3} s, QEMU's other threads {:.3} s, \
                      backend {:.3} s",
@@ -242,6 +280,7 @@ fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome) -> Result<()> {
                 samples: out.control.busiest(|s| s.samples),
                 records: out.control.busiest(|s| s.records),
                 cpu: out.cpu,
+                instructions,
             });
         }
         (v, _) => {
@@ -265,7 +304,12 @@ fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome) -> Result<()> {
 /// `spe=off`, then its default-period run), so that the builds share the
 /// machine's slow spells. Prints each build's rows and its overhead in
 /// points of `spe=off`, medians and fastest runs.
-pub fn run_ab(rig: &Rig, runs: usize, builds: &[(String, PathBuf)]) -> Result<bool> {
+pub fn run_ab(
+    rig: &Rig,
+    runs: usize,
+    builds: &[(String, PathBuf)],
+    measure: Measure,
+) -> Result<bool> {
     let all = configs();
     let pair = [all[0].clone(), all[3].clone()];
     let mut outcomes: Vec<[Outcome; 2]> = builds
@@ -280,7 +324,7 @@ pub fn run_ab(rig: &Rig, runs: usize, builds: &[(String, PathBuf)]) -> Result<bo
                 ..rig.clone()
             };
             for (c, o) in pair.iter().zip(o.iter_mut()) {
-                time_one(&r, c, &format!("{name}-{round}"), o)?;
+                time_one(&r, c, &format!("{name}-{round}"), o, measure)?;
             }
         }
     }
@@ -297,7 +341,7 @@ pub fn run_ab(rig: &Rig, runs: usize, builds: &[(String, PathBuf)]) -> Result<bo
         })
         .collect();
     let rows: Vec<(&str, Outcome)> = rows.iter().map(|(n, o)| (n.as_str(), o.clone())).collect();
-    println!("{}", cpu_table(&rows, 2));
+    print_measure(&rows, 2, measure);
     Ok(!outcomes
         .iter()
         .flatten()
@@ -423,6 +467,7 @@ mod tests {
             samples: None,
             records: None,
             cpu: None,
+            instructions: None,
         }
     }
 
