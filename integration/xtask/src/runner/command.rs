@@ -51,6 +51,9 @@ impl Rig {
                     cmd.arg("--record").arg(dir.join("records"));
                 }
                 cmd.args(spe.backend_args);
+                if spec.measure == Measure::Instructions {
+                    cmd.args(callgrind::BACKEND_ARGS);
+                }
             }
         }
         cmd.arg("--vcpus").arg(VCPUS.to_string()).env(
@@ -335,6 +338,8 @@ mod tests {
         assert!(append.contains(&format!("spe.mark_pause={}", callgrind::PAUSE_S)));
         assert!(append.contains(callgrind::CMDLINE));
         assert!(!qemu_args(None).contains(&"valgrind".into()));
+        let b = args(rig().backend_command(&spec, Path::new("dir"), Path::new("sock")));
+        assert!(b.contains(&"--deterministic".into()), "{b:?}");
     }
 
     #[test]
