@@ -59,17 +59,20 @@ const USAGE: &str = "usage: cargo xtask <command>
                      alone, which must have no SPE (by hand, not in CI)
   series-build       apply qemu-patches/ one patch at a time to a clean
                      QEMU and build after each (slow: by hand, not in CI)
-  bench-overhead [--runs N] [--pin] [--instructions] [--ab NAME=QEMU ...]
+  bench-overhead [--runs N] [--pin] [--instructions[=icount|host]]
+                 [--ab NAME=QEMU ...]
                      time the guest workload with SPE off, on, and sampling;
                      print a markdown table; --pin: QEMU's vCPU 0 thread
                      alone on the first host CPU this process may use,
                      everything else on the others; --instructions: QEMU
                      under callgrind (installs valgrind), its host
                      instructions in the workload's loop instead of CPU
-                     times (3-8 min a run; --runs default 1); --ab (twice
-                     or more): spe=off and the default period only, with
-                     each QEMU build in turn, and each build's overhead in
-                     points";
+                     times (3-8 min a run; --runs default 1), under icount
+                     (exact on a busy host, not the design's path) or on
+                     the host's clock (=host: the design's path, idle
+                     host only); --ab (twice or more): spe=off and the
+                     default period only, with each QEMU build in turn,
+                     and each build's overhead in points";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -181,7 +184,15 @@ fn real_main(args: &[String]) -> Result<bool> {
             Ok(out.verdict == Verdict::Pass)
         }
         "bench-overhead" => {
-            let instructions = rest.iter().any(|a| a == "--instructions");
+            let clock = match rest.iter().find(|a| a.starts_with("--instructions")) {
+                None => None,
+                Some(a) => Some(match a.strip_prefix("--instructions=") {
+                    None => runner::callgrind::Clock::Icount,
+                    Some(c) => runner::callgrind::Clock::parse(c)
+                        .context("--instructions=icount or --instructions=host")?,
+                }),
+            };
+            let instructions = clock.is_some();
             let runs = match rest.iter().position(|a| a == "--runs") {
                 Some(i) => rest
                     .get(i + 1)
@@ -197,11 +208,12 @@ fn real_main(args: &[String]) -> Result<bool> {
             let mut rig = prepare(&paths, &[&kernels::MATRIX[0]])?.remove(0);
             rig.pin_vcpu0 = rest.iter().any(|a| a == "--pin");
             let builds = ab_builds(rest)?;
-            let measure = if instructions {
-                host::install_missing(&[runner::callgrind::PACKAGE])?;
-                Measure::Instructions
-            } else {
-                Measure::Nothing
+            let measure = match clock {
+                Some(c) => {
+                    host::install_missing(&[runner::callgrind::PACKAGE])?;
+                    Measure::Instructions(c)
+                }
+                None => Measure::Nothing,
             };
             if builds.is_empty() {
                 bench::run(&rig, runs, measure)
@@ -259,7 +271,9 @@ fn wants_help(cmd: &str, rest: &[String], options: &[&str]) -> Result<bool> {
             println!("{USAGE}");
             return Ok(true);
         }
-        if !options.contains(&a.as_str()) {
+        // `--opt=value` is `--opt`'s (`--instructions=host`).
+        let name = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
+        if !options.contains(&name) {
             bail!("{cmd}: unknown option {a:?}\n{USAGE}");
         }
     }

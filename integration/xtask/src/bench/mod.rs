@@ -206,7 +206,7 @@ pub fn run(rig: &Rig, runs: usize, measure: Measure) -> Result<bool> {
 /// The tables of what the runs measured besides the guest's own times.
 fn print_measure(rows: &[(&str, Outcome)], group: usize, measure: Measure) {
     match measure {
-        Measure::Instructions => {
+        Measure::Instructions(_) => {
             println!("{}", instructions::table(rows, group));
             println!("{}", instructions::growth_table(rows, group, 8));
         }
@@ -224,7 +224,7 @@ fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome, measure: Measure)
         run_name: format!("bench-{}-{tag}", c.guest),
         backend: c.spe.is_some(),
         // Under callgrind a run takes 3 to 8 minutes.
-        timeout: Duration::from_secs(if measure == Measure::Instructions {
+        timeout: Duration::from_secs(if measure.callgrind().is_some() {
             3600
         } else {
             600

@@ -5,19 +5,15 @@
 //! (BENCHMARKS.md), so one run per configuration sizes a few points.
 //!
 //! Valgrind runs one thread at a time, and QEMU's multi-threaded TCG does
-//! not get through a boot under it: one TCG thread runs every vCPU
-//! ([`ACCEL`]). The guest's clock is still the host's, so under
-//! callgrind, tens of times slower, a ticking CPU would take that many
-//! more timer interrupts per iteration, more or fewer as the host runs
-//! faster or slower: the workload's CPU runs tickless ([`CMDLINE`]; Debian's
-//! kernels have NO_HZ_FULL). Two runs of one configuration then differ by
-//! less than 0.01 %. icount would fix the ticks too, but under icount
-//! QEMU's SPE sampler counts at each TB's start instead of in its exit
-//! check, which costs 13 points more than the design does.
+//! not get through a boot under it. Two ways to run one TCG thread for
+//! every vCPU ([`Clock`]): under icount, exact on a busy host but not the
+//! design's path; or on the host's clock, the design's path but only on
+//! an idle host.
 //!
-//! The workload sleeps after each marker ([`PAUSE_S`]), so that
-//! `callgrind_control` (about two seconds) acts with the guest idle: the
-//! window is then exact, not as late as the runner.
+//! `sleep=on`, so that the workload's sleep after each marker
+//! ([`PAUSE_S`]) is the host's time: `callgrind_control` (about two
+//! seconds) then acts with the guest idle, and the window is exact, not
+//! as late as the runner.
 
 use super::cputime::{END, START};
 use crate::scenario::Instructions;
@@ -25,20 +21,71 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// QEMU's `-accel` under callgrind (see the module's documentation).
-pub const ACCEL: &str = "tcg,thread=single";
+/// Which clock the guest runs on under callgrind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    /// `-icount` ([`ICOUNT`]): the guest's clock is its instructions, so
+    /// its timer ticks, the switches between its vCPUs and every wait of
+    /// one vCPU for the other come at the same instructions however fast
+    /// the host runs QEMU, and the backend's records and interrupts come
+    /// only in its replies ([`BACKEND_ARGS`]). Two runs agree to 0.05 %
+    /// with a fresh-machine run beside them. But QEMU's sampler then counts
+    /// at each TB's start instead of in its exit check, and the backend
+    /// hands its records over with a SYNC per batch: the A/B of two builds
+    /// is exact, the total is not the design's.
+    Icount,
+    /// The host's clock, one TCG thread (`-accel tcg,thread=single`), the
+    /// workload's CPU tickless (`nohz_full=0`; Debian's kernels have
+    /// NO_HZ_FULL): what runs without callgrind. Two runs on an idle host
+    /// agreed to 0.1 point; a QEMU build beside them added 41 points to
+    /// the default period (a vCPU spinning on the other, which runs only
+    /// at the next switch of host time, and the guest's other time-driven
+    /// work grow with the host's slowness).
+    Host,
+}
 
-/// What the guest's command line gets under callgrind: no timer tick on
-/// CPU 0, the workload's.
-pub const CMDLINE: &str = "nohz_full=0";
+impl Clock {
+    /// `--instructions[=icount|host]`.
+    pub fn parse(s: &str) -> Option<Clock> {
+        match s {
+            "icount" => Some(Clock::Icount),
+            "host" => Some(Clock::Host),
+            _ => None,
+        }
+    }
 
-/// The backend's under callgrind: records and interrupts only in its
-/// replies to QEMU's requests, QEMU handing over each batch of samples
-/// with a SYNC. Otherwise a backend slower to drain (another process
-/// busy on the host) fills QEMU's ring more often, and each full ring's
-/// SYNC and the guest's reaction to where its records then land change
-/// the count: by 17 points at the default period, with a second
-/// callgrind running beside.
+    /// QEMU's options under callgrind.
+    pub fn qemu_args(self) -> &'static [&'static str] {
+        match self {
+            Clock::Icount => &["-icount", ICOUNT],
+            Clock::Host => &["-accel", "tcg,thread=single"],
+        }
+    }
+
+    /// What the guest's command line gets.
+    pub fn cmdline(self) -> &'static str {
+        match self {
+            Clock::Icount => "",
+            Clock::Host => " nohz_full=0",
+        }
+    }
+
+    /// The backend's options.
+    pub fn backend_args(self) -> &'static [&'static str] {
+        match self {
+            Clock::Icount => BACKEND_ARGS,
+            Clock::Host => &[],
+        }
+    }
+}
+
+/// QEMU's `-icount` for [`Clock::Icount`].
+pub const ICOUNT: &str = "shift=0,sleep=on";
+
+/// The backend's under [`Clock::Icount`]: records and interrupts only in
+/// its replies to QEMU's requests, QEMU handing over each batch of samples
+/// with a SYNC, so that they do not come earlier or later with the
+/// backend's share of the host.
 pub const BACKEND_ARGS: &[&str] = &["--deterministic"];
 
 /// Guest seconds the workload sleeps after each marker (`spe.mark_pause=`).

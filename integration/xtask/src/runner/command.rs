@@ -1,6 +1,6 @@
 //! The command lines of a run: QEMU's, `spe-qemu`'s and the backend's.
 
-use super::{callgrind, GuestRun, Measure, Rig};
+use super::{callgrind, GuestRun, Rig};
 use crate::scenario::{CONFIG_SIZE, NUM_VQS, VCPUS, VIRTIO_ID};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -51,8 +51,8 @@ impl Rig {
                     cmd.arg("--record").arg(dir.join("records"));
                 }
                 cmd.args(spe.backend_args);
-                if spec.measure == Measure::Instructions {
-                    cmd.args(callgrind::BACKEND_ARGS);
+                if let Some(clock) = spec.measure.callgrind() {
+                    cmd.args(clock.backend_args());
                 }
             }
         }
@@ -105,8 +105,8 @@ impl Rig {
     }
 
     pub(super) fn qemu_command(&self, spec: &GuestRun, console: &Path, socket: &Path) -> Command {
-        let instructions = spec.measure == Measure::Instructions;
-        let mut c = if instructions {
+        let clock = spec.measure.callgrind();
+        let mut c = if clock.is_some() {
             callgrind::wrap(
                 &self.qemu,
                 &super::callgrind_out(console.parent().unwrap_or(Path::new("."))),
@@ -174,15 +174,11 @@ impl Rig {
                 "spe.scenario={} spe.virtio_id={VIRTIO_ID}{}{}",
                 spec.scenario,
                 kpti(spec),
-                if instructions {
-                    format!(
-                        " spe.mark_pause={} {}",
-                        callgrind::PAUSE_S,
-                        callgrind::CMDLINE
-                    )
-                } else {
-                    String::new()
-                }
+                clock.map_or(String::new(), |c| format!(
+                    " spe.mark_pause={}{}",
+                    callgrind::PAUSE_S,
+                    c.cmdline()
+                ))
             ),
         );
         if spec.backend && spec.spe.as_ref().is_none_or(|s| s.paravirt) {
@@ -193,13 +189,12 @@ impl Rig {
                     "vhost-user-device-pci,chardev=spe0,virtio-id={VIRTIO_ID},num_vqs={NUM_VQS},config_size={CONFIG_SIZE}"
                 ));
         }
-        if instructions {
-            c.args(["-accel", callgrind::ACCEL]);
+        if let Some(clock) = clock {
+            c.args(clock.qemu_args());
+        } else if let Some(icount) = spec.spe.as_ref().and_then(|s| s.icount) {
+            c.args(["-icount", icount]);
         }
         if let Some(spe) = &spec.spe {
-            if let Some(icount) = spe.icount {
-                c.args(["-icount", icount]);
-            }
             c.args(spe.qemu_args);
         }
         c
@@ -219,6 +214,7 @@ fn kpti(spec: &GuestRun) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runner::Measure;
     use crate::scenario::{SpeRun, ICOUNT_FIXED};
     use spe_protocol::profile::CpuProfile;
     use std::time::Duration;
@@ -317,29 +313,41 @@ mod tests {
     }
 
     #[test]
-    fn counting_instructions_runs_qemu_under_callgrind_in_one_thread() {
-        let spec = GuestRun {
-            measure: Measure::Instructions,
+    fn counting_instructions_runs_qemu_under_callgrind_on_its_clock() {
+        use callgrind::Clock;
+        let spec = |clock| GuestRun {
+            measure: Measure::Instructions(clock),
             ..run(Some(SpeRun::new(CpuProfile::NeoverseN1)))
         };
-        let c = rig().qemu_command(&spec, Path::new("dir/console"), Path::new("sock"));
-        assert_eq!(c.get_program(), "valgrind");
-        let a = args(c);
+        let cmd =
+            |clock| rig().qemu_command(&spec(clock), Path::new("dir/console"), Path::new("sock"));
+        let append = |a: &[String]| a.windows(2).find(|w| w[0] == "-append").unwrap()[1].clone();
+        let backend =
+            |clock| args(rig().backend_command(&spec(clock), Path::new("dir"), Path::new("sock")));
+        assert_eq!(cmd(Clock::Icount).get_program(), "valgrind");
+        let a = args(cmd(Clock::Icount));
         assert!(
             a.contains(&"--callgrind-out-file=dir/callgrind.out".into()),
             "{a:?}"
         );
         assert!(a.contains(&"qemu".into()));
         assert!(
-            a.windows(2).any(|w| w == ["-accel", callgrind::ACCEL]),
+            a.windows(2).any(|w| w == ["-icount", callgrind::ICOUNT]),
             "{a:?}"
         );
-        let append = a.windows(2).find(|w| w[0] == "-append").unwrap()[1].clone();
-        assert!(append.contains(&format!("spe.mark_pause={}", callgrind::PAUSE_S)));
-        assert!(append.contains(callgrind::CMDLINE));
+        assert!(append(&a).contains(&format!("spe.mark_pause={}", callgrind::PAUSE_S)));
+        assert!(backend(Clock::Icount).contains(&"--deterministic".into()));
+        // The host's clock: one TCG thread, no icount, CPU 0 tickless, the
+        // backend as without callgrind.
+        let h = args(cmd(Clock::Host));
+        assert!(
+            h.windows(2).any(|w| w == ["-accel", "tcg,thread=single"]),
+            "{h:?}"
+        );
+        assert!(!h.contains(&"-icount".into()));
+        assert!(append(&h).contains("nohz_full=0"));
+        assert!(!backend(Clock::Host).contains(&"--deterministic".into()));
         assert!(!qemu_args(None).contains(&"valgrind".into()));
-        let b = args(rig().backend_command(&spec, Path::new("dir"), Path::new("sock")));
-        assert!(b.contains(&"--deterministic".into()), "{b:?}");
     }
 
     #[test]

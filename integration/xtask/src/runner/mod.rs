@@ -63,7 +63,17 @@ pub enum Measure {
     CpuTime,
     /// QEMU's host instructions, under callgrind
     /// ([`RunOutput::instructions`]).
-    Instructions,
+    Instructions(callgrind::Clock),
+}
+
+impl Measure {
+    /// The clock of a run under callgrind, if it is one.
+    pub fn callgrind(self) -> Option<callgrind::Clock> {
+        match self {
+            Measure::Instructions(c) => Some(c),
+            _ => None,
+        }
+    }
 }
 
 impl GuestRun {
@@ -90,7 +100,7 @@ impl GuestRun {
     /// after QMP's `quit`: longer under callgrind, which runs it tens of
     /// times slower.
     fn qemu_grace(&self) -> Duration {
-        Duration::from_secs(if self.measure == Measure::Instructions {
+        Duration::from_secs(if self.measure.callgrind().is_some() {
             120
         } else {
             10
@@ -173,8 +183,10 @@ impl<'a> Run<'a> {
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = fs::remove_file(&socket);
-        let instr = (spec.measure == Measure::Instructions)
-            .then(|| callgrind::InstrWindow::new(callgrind_out(&dir)));
+        let instr = spec
+            .measure
+            .callgrind()
+            .map(|_| callgrind::InstrWindow::new(callgrind_out(&dir)));
         Ok(Run {
             rig,
             spec,
