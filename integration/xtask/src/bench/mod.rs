@@ -198,7 +198,9 @@ pub fn run(rig: &Rig, runs: usize, measure: Measure) -> Result<bool> {
         .map(|c| c.name)
         .zip(outcomes.iter().cloned())
         .collect();
-    println!("{}", table(&rows));
+    if measure.times_the_guest() {
+        println!("{}", table(&rows));
+    }
     print_measure(&rows, rows.len(), measure);
     Ok(!outcomes.iter().any(|o| matches!(o, Outcome::Failed(_))))
 }
@@ -329,7 +331,9 @@ pub fn run_ab(
         }
     }
     let names: Vec<_> = builds.iter().map(|(n, _)| n.as_str()).collect();
-    println!("{}", ab_table(&names, &outcomes));
+    if measure.times_the_guest() {
+        println!("{}", ab_table(&names, &outcomes));
+    }
     let rows: Vec<(String, Outcome)> = names
         .iter()
         .zip(&outcomes)

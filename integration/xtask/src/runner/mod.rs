@@ -67,6 +67,12 @@ pub enum Measure {
 }
 
 impl Measure {
+    /// Whether the guest's own times mean anything: under callgrind the
+    /// workload's clock is icount's, or the host's stretched by callgrind.
+    pub fn times_the_guest(self) -> bool {
+        self.callgrind().is_none()
+    }
+
     /// The clock of a run under callgrind, if it is one.
     pub fn callgrind(self) -> Option<callgrind::Clock> {
         match self {
