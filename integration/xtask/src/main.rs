@@ -26,7 +26,7 @@ mod workloads;
 use anyhow::{bail, Context, Result};
 use kernels::KernelSpec;
 use runner::{GuestRun, Measure, Rig};
-use scenario::{SpeRun, Verdict};
+use scenario::{SpeRun, Verdict, VCPUS};
 use setup::Paths;
 use spe_protocol::profile::CpuProfile;
 use std::path::{Path, PathBuf};
@@ -59,7 +59,7 @@ const USAGE: &str = "usage: cargo xtask <command>
                      alone, which must have no SPE (by hand, not in CI)
   series-build       apply qemu-patches/ one patch at a time to a clean
                      QEMU and build after each (slow: by hand, not in CI)
-  bench-overhead [--runs N] [--pin] [--instructions[=icount|host]]
+  bench-overhead [--runs N] [--pin] [--vcpus 1] [--instructions[=icount|host]]
                  [--ab NAME=QEMU ...]
                      time the guest workload with SPE off, on, and sampling;
                      print a markdown table; --pin: QEMU's vCPU 0 thread
@@ -72,7 +72,8 @@ const USAGE: &str = "usage: cargo xtask <command>
                      the host's clock (=host: the design's path, idle
                      host only); --ab (twice or more): spe=off and the
                      default period only, with each QEMU build in turn,
-                     and each build's overhead in points";
+                     and each build's overhead in points; --vcpus 1: a
+                     guest of one vCPU (perf shares it with the workload)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -103,7 +104,7 @@ fn real_main(args: &[String]) -> Result<bool> {
         "test" => &["--no-lint", "--full"],
         "scenarios" => &["--full"],
         "run" => &["--no-backend", "--spe"],
-        "bench-overhead" => &["--runs", "--pin", "--instructions", "--ab"],
+        "bench-overhead" => &["--runs", "--pin", "--instructions", "--ab", "--vcpus"],
         _ => &[],
     };
     if wants_help(cmd, rest, options)? {
@@ -207,6 +208,13 @@ fn real_main(args: &[String]) -> Result<bool> {
             // The overhead is measured on the kernel BENCHMARKS.md names.
             let mut rig = prepare(&paths, &[&kernels::MATRIX[0]])?.remove(0);
             rig.pin_vcpu0 = rest.iter().any(|a| a == "--pin");
+            if let Some(i) = rest.iter().position(|a| a == "--vcpus") {
+                rig.vcpus = rest
+                    .get(i + 1)
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .filter(|n| (1..=VCPUS).contains(n))
+                    .with_context(|| format!("--vcpus needs a number from 1 to {VCPUS}"))?;
+            }
             let builds = ab_builds(rest)?;
             let measure = match clock {
                 Some(c) => {
@@ -372,6 +380,7 @@ fn prepare(paths: &Paths, kernels: &[&'static KernelSpec]) -> Result<Vec<Rig>> {
             launcher: launcher.clone(),
             runs_dir: work.join("runs").join(g.spec.name),
             pin_vcpu0: false,
+            vcpus: VCPUS,
             has_extra_modules: !modules.is_empty(),
         });
     }

@@ -10,7 +10,7 @@
 mod instructions;
 
 use crate::runner::{GuestRun, Measure, Rig};
-use crate::scenario::{CpuTimes, Instructions, SpeRun, Verdict};
+use crate::scenario::{CpuTimes, Instructions, SpeRun, Verdict, VCPUS};
 use anyhow::Result;
 use spe_protocol::profile::CpuProfile;
 use std::path::PathBuf;
@@ -223,7 +223,10 @@ fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome, measure: Measure)
     };
     let out = rig.run(&GuestRun {
         scenario: c.guest.to_string(),
-        run_name: format!("bench-{}-{tag}", c.guest),
+        run_name: match rig.vcpus {
+            VCPUS => format!("bench-{}-{tag}", c.guest),
+            n => format!("bench-{}-smp{n}-{tag}", c.guest),
+        },
         backend: c.spe.is_some(),
         // Under callgrind a run takes 3 to 8 minutes.
         timeout: Duration::from_secs(if measure.callgrind().is_some() {

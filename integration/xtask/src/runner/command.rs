@@ -1,7 +1,7 @@
 //! The command lines of a run: QEMU's, `spe-qemu`'s and the backend's.
 
 use super::{callgrind, GuestRun, Rig};
-use crate::scenario::{CONFIG_SIZE, NUM_VQS, VCPUS, VIRTIO_ID};
+use crate::scenario::{CONFIG_SIZE, NUM_VQS, VIRTIO_ID};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -56,7 +56,7 @@ impl Rig {
                 }
             }
         }
-        cmd.arg("--vcpus").arg(VCPUS.to_string()).env(
+        cmd.arg("--vcpus").arg(self.vcpus.to_string()).env(
             "RUST_LOG",
             spec.spe
                 .as_ref()
@@ -84,7 +84,7 @@ impl Rig {
                 "virt"
             })
             .args(["-cpu", spe.cpu.qemu_cpu()])
-            .args(["-smp", &VCPUS.to_string(), "-m", "1G"])
+            .args(["-smp", &self.vcpus.to_string(), "-m", "1G"])
             .args(["-nographic", "-nic", "none", "-no-reboot"]);
         self.boot_args(
             &mut c,
@@ -146,7 +146,7 @@ impl Rig {
         // Named threads ("CPU 0/TCG"), for pin_vcpu0() and for top.
         c.args(["-name", "vhost-device-spe,debug-threads=on"])
             .args(["-M", &machine])
-            .args(["-cpu", &cpu, "-smp", &VCPUS.to_string(), "-m", mem])
+            .args(["-cpu", &cpu, "-smp", &self.vcpus.to_string(), "-m", mem])
             // vhost-user back ends map guest RAM: it must be a shared memfd.
             .args([
                 "-object",
@@ -215,7 +215,7 @@ fn kpti(spec: &GuestRun) -> &'static str {
 mod tests {
     use super::*;
     use crate::runner::Measure;
-    use crate::scenario::{SpeRun, ICOUNT_FIXED};
+    use crate::scenario::{SpeRun, ICOUNT_FIXED, VCPUS};
     use spe_protocol::profile::CpuProfile;
     use std::time::Duration;
 
@@ -230,6 +230,7 @@ mod tests {
             launcher: "spe-qemu".into(),
             runs_dir: "runs".into(),
             pin_vcpu0: false,
+            vcpus: VCPUS,
         }
     }
 
@@ -295,6 +296,21 @@ mod tests {
         let a = qemu_args(None);
         assert_eq!(cpu_of(&a), "max");
         assert!(!append_of(&a).contains("kpti"));
+    }
+
+    /// QEMU's -smp and the backend's --vcpus follow the rig (the bench's
+    /// --vcpus 1).
+    #[test]
+    fn the_guest_and_the_backend_have_the_rigs_vcpus() {
+        for n in [1, VCPUS] {
+            let r = Rig { vcpus: n, ..rig() };
+            let spec = run(Some(SpeRun::new(CpuProfile::NeoverseN1)));
+            let n = n.to_string();
+            let q = args(r.qemu_command(&spec, Path::new("console"), Path::new("sock")));
+            assert!(q.windows(2).any(|w| w == ["-smp", &n]), "{q:?}");
+            let b = args(r.backend_command(&spec, Path::new("dir"), Path::new("sock")));
+            assert!(b.windows(2).any(|w| w == ["--vcpus", &n]), "{b:?}");
+        }
     }
 
     #[test]

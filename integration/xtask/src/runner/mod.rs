@@ -138,6 +138,9 @@ pub struct Rig {
     /// Give QEMU's vCPU 0 thread a host CPU to itself (the bench's
     /// `--pin`): see [`pin::pin_vcpu0`].
     pub pin_vcpu0: bool,
+    /// The guest's vCPUs (`-smp`, and the backend's `--vcpus`):
+    /// [`crate::scenario::VCPUS`] but in the bench's `--vcpus 1`.
+    pub vcpus: u32,
 }
 
 impl Rig {
