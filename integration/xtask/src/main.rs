@@ -194,27 +194,22 @@ fn real_main(args: &[String]) -> Result<bool> {
                 }),
             };
             let instructions = clock.is_some();
-            let runs = match rest.iter().position(|a| a == "--runs") {
-                Some(i) => rest
-                    .get(i + 1)
-                    .and_then(|n| n.parse::<usize>().ok())
-                    .filter(|&n| n > 0)
-                    .context("--runs needs a positive number")?,
+            let runs = match number_after(rest, "--runs", |&n: &usize| n > 0)
+                .context("--runs needs a positive number")?
+            {
+                Some(n) => n,
                 // A count does not vary with the machine: one run each.
                 None if instructions => 1,
                 None => 3,
             };
+            let vcpus = number_after(rest, "--vcpus", |n| (1..=VCPUS).contains(n))
+                .with_context(|| format!("--vcpus needs a number from 1 to {VCPUS}"))?
+                .unwrap_or(VCPUS);
             let paths = Paths::discover()?;
             // The overhead is measured on the kernel BENCHMARKS.md names.
             let mut rig = prepare(&paths, &[&kernels::MATRIX[0]])?.remove(0);
             rig.pin_vcpu0 = rest.iter().any(|a| a == "--pin");
-            if let Some(i) = rest.iter().position(|a| a == "--vcpus") {
-                rig.vcpus = rest
-                    .get(i + 1)
-                    .and_then(|n| n.parse::<u32>().ok())
-                    .filter(|n| (1..=VCPUS).contains(n))
-                    .with_context(|| format!("--vcpus needs a number from 1 to {VCPUS}"))?;
-            }
+            rig.vcpus = vcpus;
             let builds = ab_builds(rest)?;
             let measure = match clock {
                 Some(c) => {
@@ -286,6 +281,22 @@ fn wants_help(cmd: &str, rest: &[String], options: &[&str]) -> Result<bool> {
         }
     }
     Ok(false)
+}
+
+/// The number after `option` in `rest`: `None` without the option, an
+/// error when what follows is not a number `valid` accepts.
+fn number_after<T: std::str::FromStr>(
+    rest: &[String],
+    option: &str,
+    valid: impl Fn(&T) -> bool,
+) -> Result<Option<T>> {
+    let Some(i) = rest.iter().position(|a| a == option) else {
+        return Ok(None);
+    };
+    match rest.get(i + 1).and_then(|n| n.parse::<T>().ok()) {
+        Some(n) if valid(&n) => Ok(Some(n)),
+        _ => bail!("{option}: not a valid number"),
+    }
 }
 
 /// `bench-overhead`'s `--ab NAME=QEMU` options, in order.
