@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use spe_protocol::profile::CpuProfile;
 
-/// QEMU 10.0's options that take no argument (the `DEF()` lines of
-/// `qemu-options.hx` without `HAS_ARG`); every other option takes one.
+/// The options that take no argument in QEMU 10.0 and 10.2 (the `DEF()`
+/// lines of `qemu-options.hx` without `HAS_ARG`; 10.2 drops `-old-param`,
+/// which it then refuses itself); every other option takes one.
 const NO_ARG: &[&str] = &[
     "h",
     "help",

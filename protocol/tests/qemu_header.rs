@@ -1,7 +1,8 @@
 //! `qemu-patches/` copies the QEMU channel's constants into C by hand
-//! (`target/arm/spe-channel.h` and `spe-channel.c`): this checks every one
-//! against the Rust definitions, so a protocol change that misses the QEMU
-//! side fails here rather than in a booted guest.
+//! (`target/arm/spe-channel.h` and `spe-channel.c`): this checks every one,
+//! in the series of each QEMU release (`qemu-patches/<version>/`), against
+//! the Rust definitions, so a protocol change that misses the QEMU side, or
+//! one of its series, fails here rather than in a booted guest.
 //!
 //! The C side is read from the series' added lines, the last definition of
 //! each name winning (a later patch that changes a value adds its line
@@ -216,9 +217,20 @@ fn mismatches(c: &BTreeMap<String, u64>) -> Vec<String> {
     errs
 }
 
-fn series() -> Vec<String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../qemu-patches");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
+/// The folders of `qemu-patches/`, one per QEMU release.
+fn releases() -> Vec<std::path::PathBuf> {
+    let top = Path::new(env!("CARGO_MANIFEST_DIR")).join("../qemu-patches");
+    let mut dirs: Vec<_> = std::fs::read_dir(&top)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+fn series(dir: &Path) -> Vec<String> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|x| x == "patch"))
@@ -231,18 +243,23 @@ fn series() -> Vec<String> {
 }
 
 #[test]
-fn the_qemu_series_uses_the_protocol_constants() {
-    let c = c_constants(&series());
-    assert!(c.len() > 40, "only {} constants read: {c:?}", c.len());
-    let errs = mismatches(&c);
-    assert!(errs.is_empty(), "{}", errs.join("\n"));
-    // The C restore buffer fits a message.
-    assert!(c["SPE_RESTORE_MAX"] as usize <= channel::Restore::MAX_ENTRIES);
+fn each_qemu_series_uses_the_protocol_constants() {
+    let dirs = releases();
+    assert!(dirs.len() >= 2, "one folder per QEMU release: {dirs:?}");
+    for dir in &dirs {
+        let c = c_constants(&series(dir));
+        let at = dir.display();
+        assert!(c.len() > 40, "{at}: only {} constants read: {c:?}", c.len());
+        let errs = mismatches(&c);
+        assert!(errs.is_empty(), "{at}:\n{}", errs.join("\n"));
+        // The C restore buffer fits a message.
+        assert!(c["SPE_RESTORE_MAX"] as usize <= channel::Restore::MAX_ENTRIES);
+    }
 }
 
 #[test]
 fn a_changed_or_missing_constant_is_caught() {
-    let mut patches = series();
+    let mut patches = series(&releases()[0]);
     let last = patches.last_mut().unwrap();
     // A later patch moving a value, as a stale copy would.
     last.push_str("+++ b/target/arm/spe-channel.h\n+    SPE_MSG_RESTORE = 11,\n+#define SPE_STATE_SYNC (1 << 4)\n+#define SPE_FEATURE_NEW (1ULL << 9)\n");

@@ -5,7 +5,9 @@
 //! cache: its own sources, lists, package cache and (empty) dpkg status, so
 //! the host keeps installing from bookworm. It is only ever used to read
 //! the lists and to `apt-get download` arm64 packages that are unpacked
-//! with `dpkg-deb -x`; nothing here runs `apt-get install` with it.
+//! with `dpkg-deb -x`; nothing here runs `apt-get install` with it. A
+//! second private configuration reads Debian unstable's source index, for
+//! QEMU releases newer than bookworm-backports carries.
 
 use crate::host;
 use crate::util::{run, write_atomic, Step};
@@ -75,23 +77,47 @@ pub struct Apt {
     /// `-t RELEASE` for the private configuration, whose candidates would
     /// otherwise be trixie's for every package.
     release: Option<&'static str>,
+    /// What the configuration reads, for messages.
+    what: &'static str,
+    /// Part of a list file's name that shows the lists were fetched.
+    list_marker: &'static str,
 }
 
 impl Apt {
     /// The apt for `spec`, writing the private configuration under `cache`
     /// if it needs one.
     pub fn for_kernel(spec: &KernelSpec, cache: &Path) -> Result<Apt> {
+        let what = "the guest suites (trixie trixie-backports)";
+        let list_marker = "binary-arm64_Packages";
         if !spec.private_apt {
             return Ok(Apt {
                 config: None,
                 release: None,
+                what,
+                list_marker,
             });
         }
         let dir = cache.join("apt-trixie");
-        let config = write_private_config(&dir)?;
+        let sources = private_stanza(&host::host_sources()?)?;
+        let config = write_private_config(&dir, &sources)?;
         Ok(Apt {
             config: Some(config),
             release: Some(spec.release),
+            what,
+            list_marker,
+        })
+    }
+
+    /// The apt that reads Debian unstable's source index (for `apt-get
+    /// source`), its configuration written under `cache`.
+    pub fn for_unstable_sources(cache: &Path) -> Result<Apt> {
+        let dir = cache.join("apt-unstable-src");
+        let sources = unstable_source_stanza(&host::host_sources()?)?;
+        Ok(Apt {
+            config: Some(write_private_config(&dir, &sources)?),
+            release: None,
+            what: "Debian unstable's source index",
+            list_marker: "_Sources",
         })
     }
 
@@ -119,20 +145,15 @@ impl Apt {
         };
         let lists = cfg.with_file_name("lists");
         fs::read_dir(lists).is_ok_and(|d| {
-            d.filter_map(|e| e.ok()).any(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .contains("binary-arm64_Packages")
-            })
+            d.filter_map(|e| e.ok())
+                .any(|e| e.file_name().to_string_lossy().contains(self.list_marker))
         })
     }
 
     /// `apt-get update` of the private lists. Needs no root: every
     /// directory it writes is in the cache.
     pub fn update(&self) -> Result<()> {
-        let step = Step::new(format!(
-            "apt-get update of the guest suites ({PRIVATE_SUITES})"
-        ));
+        let step = Step::new(format!("apt-get update of {}", self.what));
         // A mirror that answers part of an update with an error (seen once
         // on a new machine: two index files "could not be opened") is
         // usually fine a few seconds later: try a few times.
@@ -143,7 +164,7 @@ impl Apt {
                 c.env("APT_CONFIG", cfg);
             }
             match run(
-                "apt-get update of the private guest-package configuration",
+                &format!("apt-get update of {}", self.what),
                 c.args(["-q", "update"]),
             ) {
                 Ok(_) => break,
@@ -159,9 +180,9 @@ impl Apt {
     }
 }
 
-/// Writes `dir/apt.conf`, its sources (the host mirror and keyring with the
-/// trixie suites), and the empty state it needs; returns the conf's path.
-fn write_private_config(dir: &Path) -> Result<PathBuf> {
+/// Writes `dir/apt.conf`, its `sources`, and the empty state it needs;
+/// returns the conf's path.
+fn write_private_config(dir: &Path, sources: &str) -> Result<PathBuf> {
     for sub in [
         "lists/partial",
         "cache/archives/partial",
@@ -172,8 +193,7 @@ fn write_private_config(dir: &Path) -> Result<PathBuf> {
         fs::create_dir_all(dir.join(sub))
             .with_context(|| format!("creating {}", dir.join(sub).display()))?;
     }
-    let sources = private_stanza(&host::host_sources()?)?;
-    write_if_changed(&dir.join("sources.list.d/debian.sources"), &sources)?;
+    write_if_changed(&dir.join("sources.list.d/debian.sources"), sources)?;
     for empty in ["state/status", "sources.list", "preferences"] {
         if !dir.join(empty).exists() {
             fs::write(dir.join(empty), "")?;
@@ -215,8 +235,17 @@ pub fn private_conf(dir: &Path) -> String {
 /// The host's bookworm stanza with the trixie suites: same mirror, same
 /// keyring.
 pub fn private_stanza(sources: &str) -> Result<String> {
+    stanza_on_host_mirror(sources, "deb", PRIVATE_SUITES)
+}
+
+/// The host's bookworm stanza turned into unstable's source index.
+pub fn unstable_source_stanza(sources: &str) -> Result<String> {
+    stanza_on_host_mirror(sources, "deb-src", "sid")
+}
+
+fn stanza_on_host_mirror(sources: &str, types: &str, suites: &str) -> Result<String> {
     let (uris, key) = host_mirror(sources)?;
-    let mut out = format!("Types: deb\nURIs: {uris}\nSuites: {PRIVATE_SUITES}\nComponents: main\n");
+    let mut out = format!("Types: {types}\nURIs: {uris}\nSuites: {suites}\nComponents: main\n");
     if let Some(key) = key {
         out.push_str(&format!("Signed-By: {key}\n"));
     }
@@ -278,6 +307,10 @@ mod tests {
             "Types: deb\nURIs: http://mirror.example/debian\nSuites: trixie trixie-backports\nComponents: main\nSigned-By: /k.gpg\n"
         );
         assert!(private_stanza("Suites: bookworm-security\nURIs: x\n").is_err());
+        assert_eq!(
+            unstable_source_stanza(host).unwrap(),
+            "Types: deb-src\nURIs: http://mirror.example/debian\nSuites: sid\nComponents: main\nSigned-By: /k.gpg\n"
+        );
     }
 
     #[test]

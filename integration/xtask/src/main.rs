@@ -27,7 +27,7 @@ use anyhow::{bail, Context, Result};
 use kernels::KernelSpec;
 use runner::{GuestRun, Measure, Rig};
 use scenario::{SpeRun, Verdict, VCPUS};
-use setup::Paths;
+use setup::{Paths, QemuRelease, QEMU_RELEASES};
 use spe_protocol::profile::CpuProfile;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -35,30 +35,38 @@ use std::time::{Duration, Instant};
 use util::{tail, Step};
 
 const USAGE: &str = "usage: cargo xtask <command>
-  setup [--kernel K]  install and build everything the guests need (cached)
-  test [--no-lint] [--full] [--kernel K] [SCENARIO...]
+  setup [--kernel K] [--qemu V]
+                     install and build everything the guests need (cached)
+  test [--no-lint] [--full] [--kernel K] [--qemu V] [SCENARIO...]
                      setup, fmt/clippy/unit tests, then the guest scenarios
-                     on every kernel of the matrix (or on K only); --full:
-                     also the runs left to be run by hand
+                     on every kernel of the matrix (or on K only) on QEMU
+                     10.0.2, and a smoke set on 10.2.2 (7.3); --full: also
+                     the runs left to be run by hand; --qemu V: on that
+                     QEMU only
   demo [--kernel K]  setup, then boot a guest with the backend attached
   run [--no-backend] [--spe] [--kernel K] SCENARIO
                      boot one guest scenario script (integration/guest/scenarios);
                      --spe: full emulation for a script no test scenario names
-  install [--prefix DIR]
-                     build and install qemu-system-aarch64-spe, vhost-device-spe
-                     and the spe-qemu launcher into DIR/bin (default ~/.local)
+  install [--prefix DIR] [--qemu V]
+                     build and install qemu-system-aarch64-spe (QEMU 10.0.2, or
+                     V), vhost-device-spe and the spe-qemu launcher into
+                     DIR/bin (default ~/.local)
   scenarios [--full] [--kernel K]
                      list the scenarios of `test`, with the kernels they run on;
                      --full: also those of `test --full`
   --kernel K         a guest kernel of the matrix: 6.1 (bookworm), 6.12
                      (trixie), 7.3 (trixie-backports); run and demo default
                      to the newest, setup and test to all of them
+  --qemu V           a QEMU the series is kept for (qemu-patches/V): 10.0.2
+                     (the default; also `10.0`) or 10.2.2 (`10.2`)
   virtme-ng [--kernel K]
                      boot K under virtme-ng (from PyPI) with spe-qemu as its
                      QEMU and record with perf; then with the patched QEMU
                      alone, which must have no SPE (by hand, not in CI)
-  series-build       apply qemu-patches/ one patch at a time to a clean
-                     QEMU and build after each (slow: by hand, not in CI)
+  series-build [--qemu V]
+                     apply qemu-patches/V/ (each V in turn without --qemu)
+                     one patch at a time to a clean QEMU and build after
+                     each (slow: by hand, not in CI)
   bench-overhead [--runs N] [--pin] [--vcpus 1] [--instructions[=icount|host]]
                  [--ab NAME=QEMU ...]
                      time the guest workload with SPE off, on, and sampling;
@@ -98,7 +106,9 @@ fn real_main(args: &[String]) -> Result<bool> {
     } else {
         (None, rest)
     };
+    let (qemu, rest) = take_value(&rest, "--qemu")?;
     let kernel = kernel.map(|k| KernelSpec::by_name(&k)).transpose()?;
+    let qemu = qemu.map(|q| QemuRelease::by_version(&q)).transpose()?;
     let rest = &rest[..];
     let options: &[&str] = match cmd.as_str() {
         "test" => &["--no-lint", "--full"],
@@ -115,6 +125,21 @@ fn real_main(args: &[String]) -> Result<bool> {
     {
         bail!("{cmd}: unknown option \"--kernel\"\n{USAGE}");
     }
+    if qemu.is_some()
+        && ![
+            "setup",
+            "test",
+            "install",
+            "run",
+            "series-build",
+            "scenarios",
+        ]
+        .contains(&cmd.as_str())
+    {
+        bail!("{cmd}: unknown option \"--qemu\"\n{USAGE}");
+    }
+    let all_releases: Vec<&'static QemuRelease> = QEMU_RELEASES.iter().collect();
+    let one_release = vec![qemu.unwrap_or_else(QemuRelease::main)];
     let all_kernels: Vec<&'static KernelSpec> = kernels::MATRIX.iter().collect();
     let one_kernel = vec![kernel.unwrap_or_else(KernelSpec::newest)];
     let kernels = match kernel {
@@ -124,8 +149,12 @@ fn real_main(args: &[String]) -> Result<bool> {
     match cmd.as_str() {
         "setup" => {
             let paths = Paths::discover()?;
-            for rig in prepare(&paths, &kernels)? {
-                println!("kernel {}:", rig.spec.name);
+            let releases = qemu.map_or(all_releases, |q| vec![q]);
+            for rig in prepare(&paths, &kernels, &releases)? {
+                println!(
+                    "kernel {} on QEMU {}:",
+                    rig.spec.name, rig.qemu_release.version
+                );
                 println!("  qemu:    {}", rig.qemu.display());
                 println!("  kernel:  {}", rig.kernel.display());
                 println!("  initrd:  {}", rig.initrd.display());
@@ -133,7 +162,7 @@ fn real_main(args: &[String]) -> Result<bool> {
             }
             Ok(true)
         }
-        "test" => test(rest, &kernels),
+        "test" => test(rest, &kernels, qemu),
         "install" => {
             let prefix = match prefix {
                 Some(p) => PathBuf::from(p),
@@ -141,11 +170,16 @@ fn real_main(args: &[String]) -> Result<bool> {
                     .join(".local"),
             };
             let paths = Paths::discover()?;
-            let env = setup::setup(&paths, &[])?;
+            let env = setup::setup(&paths, &[], &one_release)?;
             build_backend(&paths)?;
-            let launcher = install::install(&env.qemu, &paths.target.join("release"), &prefix)?;
+            let launcher =
+                install::install(&env.qemus[0].binary, &paths.target.join("release"), &prefix)?;
             println!("installed into {}:", launcher.parent().unwrap().display());
-            println!("  {}  (the patched QEMU)", install::QEMU_NAME);
+            println!(
+                "  {}  (QEMU {}, patched)",
+                install::QEMU_NAME,
+                env.qemus[0].release.version
+            );
             println!("  vhost-device-spe");
             println!("  spe-qemu  (spe-qemu --spe-help)");
             Ok(true)
@@ -158,7 +192,7 @@ fn real_main(args: &[String]) -> Result<bool> {
                 .find(|a| !a.starts_with("--"))
                 .context("run: which scenario script?")?;
             let paths = Paths::discover()?;
-            let rig = prepare(&paths, &one_kernel)?.remove(0);
+            let rig = prepare(&paths, &one_kernel, &one_release)?.remove(0);
             // A scenario of `test` with this guest script lends its SPE set-up.
             let spe = scenarios::all()
                 .into_iter()
@@ -207,7 +241,8 @@ fn real_main(args: &[String]) -> Result<bool> {
                 .unwrap_or(VCPUS);
             let paths = Paths::discover()?;
             // The overhead is measured on the kernel BENCHMARKS.md names.
-            let mut rig = prepare(&paths, &[&kernels::MATRIX[0]])?.remove(0);
+            let mut rig =
+                prepare(&paths, &[&kernels::MATRIX[0]], &[QemuRelease::main()])?.remove(0);
             rig.pin_vcpu0 = rest.iter().any(|a| a == "--pin");
             rig.vcpus = vcpus;
             let builds = ab_builds(rest)?;
@@ -224,14 +259,22 @@ fn real_main(args: &[String]) -> Result<bool> {
                 bench::run_ab(&rig, runs, &builds, measure)
             }
         }
-        "series-build" => setup::series_build(&Paths::discover()?),
+        "series-build" => {
+            let paths = Paths::discover()?;
+            let mut all = true;
+            for release in qemu.map_or(all_releases, |q| vec![q]) {
+                all &= setup::series_build(&paths, release)?;
+            }
+            Ok(all)
+        }
         "virtme-ng" => {
             let paths = Paths::discover()?;
-            let rig = prepare(&paths, &one_kernel)?.remove(0);
+            let rig = prepare(&paths, &one_kernel, &one_release)?.remove(0);
             vng::run_vng(&rig, &paths.target.join("integration"))
         }
         "scenarios" => {
-            list_scenarios(&kernels, rest.iter().any(|a| a == "--full"));
+            let releases = qemu.map_or(all_releases, |q| vec![q]);
+            list_scenarios(&kernels, &releases, rest.iter().any(|a| a == "--full"));
             Ok(true)
         }
         "-h" | "--help" | "help" => {
@@ -243,17 +286,25 @@ fn real_main(args: &[String]) -> Result<bool> {
 }
 
 /// `cargo xtask scenarios`: each scenario with the kernels `test` runs
-/// it on; `full`: also those `test --full` adds, marked "by hand".
-fn list_scenarios(kernels: &[&'static KernelSpec], full: bool) {
+/// it on (and the QEMU, when not the main one); `full`: also those
+/// `test --full` adds, marked "by hand".
+fn list_scenarios(kernels: &[&'static KernelSpec], releases: &[&'static QemuRelease], full: bool) {
     let mut by_hand = 0;
     for s in scenarios::all() {
         let mut on = Vec::new();
-        for k in kernels {
-            match scenarios::selection(&s, k) {
-                Some(scenarios::Set::Ci) => on.push(k.name.to_string()),
-                Some(scenarios::Set::ByHand) if full => on.push(format!("{} (by hand)", k.name)),
-                Some(scenarios::Set::ByHand) => by_hand += 1,
-                None => {}
+        for r in releases {
+            for k in kernels {
+                let name = if *r == QemuRelease::main() {
+                    k.name.to_string()
+                } else {
+                    format!("{}@{}", k.name, r.version)
+                };
+                match scenarios::selection_on(&s, k, r) {
+                    Some(scenarios::Set::Ci) => on.push(name),
+                    Some(scenarios::Set::ByHand) if full => on.push(format!("{name} (by hand)")),
+                    Some(scenarios::Set::ByHand) => by_hand += 1,
+                    None => {}
+                }
             }
         }
         if !on.is_empty() {
@@ -344,23 +395,36 @@ fn take_value(args: &[String], option: &str) -> Result<(Option<String>, Vec<Stri
 }
 
 /// Set-up, the backend binary and the guest images: everything a run
-/// needs, one rig per kernel.
-fn prepare(paths: &Paths, kernels: &[&'static KernelSpec]) -> Result<Vec<Rig>> {
+/// needs, one rig per QEMU release and kernel (release by release).
+fn prepare(
+    paths: &Paths,
+    kernels: &[&'static KernelSpec],
+    releases: &[&'static QemuRelease],
+) -> Result<Vec<Rig>> {
     let t = Instant::now();
-    let env = setup::setup(paths, kernels)?;
+    let env = setup::setup(paths, kernels, releases)?;
     let backend = build_backend(paths)?;
     let work = paths.work();
     std::fs::create_dir_all(&work)?;
-    let launcher = install::install(
-        &env.qemu,
-        &paths.target.join("release"),
-        &work.join("prefix"),
-    )?;
+    // Each QEMU installed with the backend and `spe-qemu` in its own
+    // prefix (`cargo xtask install`'s layout), for the launcher's runs.
+    let mut launchers = Vec::new();
+    for q in &env.qemus {
+        let prefix = match q.release == QemuRelease::main() {
+            true => work.join("prefix"),
+            false => work.join(format!("prefix-{}", q.release.version)),
+        };
+        launchers.push(install::install(
+            &q.binary,
+            &paths.target.join("release"),
+            &prefix,
+        )?);
+    }
     let programs = workloads::build(
         &paths.repo.join("integration/guest/workloads"),
         &work.join("workloads"),
     )?;
-    let mut rigs = Vec::new();
+    let mut images = Vec::new();
     for g in env.guests {
         let initrd = work.join(format!("initramfs-{}.cpio", g.guest.kver));
         let modules = guest_modules(paths, &g.guest)?;
@@ -382,23 +446,36 @@ fn prepare(paths: &Paths, kernels: &[&'static KernelSpec]) -> Result<Vec<Rig>> {
             g.guest.kver,
             g.guest.kpkg_version,
         );
-        rigs.push(Rig {
-            spec: g.spec,
-            qemu: env.qemu.clone(),
-            kernel: g.guest.kernel,
-            initrd,
-            backend: backend.clone(),
-            launcher: launcher.clone(),
-            runs_dir: work.join("runs").join(g.spec.name),
-            pin_vcpu0: false,
-            vcpus: VCPUS,
-            has_extra_modules: !modules.is_empty(),
-        });
+        images.push((g, initrd, !modules.is_empty()));
     }
+    let mut rigs = Vec::new();
+    for (q, launcher) in env.qemus.iter().zip(&launchers) {
+        for (g, initrd, has_extra_modules) in &images {
+            // The main QEMU's runs keep their folders' names.
+            let runs = match q.release == QemuRelease::main() {
+                true => g.spec.name.to_string(),
+                false => format!("{}-qemu-{}", g.spec.name, q.release.version),
+            };
+            rigs.push(Rig {
+                spec: g.spec,
+                qemu: q.binary.clone(),
+                qemu_release: q.release,
+                kernel: g.guest.kernel.clone(),
+                initrd: initrd.clone(),
+                backend: backend.clone(),
+                launcher: launcher.clone(),
+                runs_dir: work.join("runs").join(runs),
+                pin_vcpu0: false,
+                vcpus: VCPUS,
+                has_extra_modules: *has_extra_modules,
+            });
+        }
+    }
+    let versions: Vec<&str> = env.qemus.iter().map(|q| q.release.version).collect();
     eprintln!(
         "==> set-up complete in {:.1} s (QEMU {})",
         t.elapsed().as_secs_f64(),
-        setup::QEMU_VERSION
+        versions.join(", ")
     );
     Ok(rigs)
 }
@@ -513,12 +590,25 @@ fn cargo_step(paths: &Paths, args: &[&str]) -> Result<()> {
     Ok(())
 }
 
-fn test(args: &[String], kernels: &[&'static KernelSpec]) -> Result<bool> {
+fn test(
+    args: &[String],
+    kernels: &[&'static KernelSpec],
+    qemu: Option<&'static QemuRelease>,
+) -> Result<bool> {
     let lint = !args.iter().any(|a| a == "--no-lint");
     let full = args.iter().any(|a| a == "--full");
     let only: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     let paths = Paths::discover()?;
-    let rigs = prepare(&paths, kernels)?;
+    // The other QEMUs' smoke set runs on the newest kernel: build them
+    // only when it will run (named scenarios run on the main QEMU).
+    let releases: Vec<&'static QemuRelease> = match qemu {
+        Some(q) => vec![q],
+        None if only.is_empty() && kernels.contains(&KernelSpec::newest()) => {
+            QEMU_RELEASES.iter().collect()
+        }
+        None => vec![QemuRelease::main()],
+    };
+    let rigs = prepare(&paths, kernels, &releases)?;
     if lint {
         cargo_step(&paths, &["fmt", "--all", "--check"])?;
         cargo_step(
@@ -549,7 +639,7 @@ fn test(args: &[String], kernels: &[&'static KernelSpec]) -> Result<bool> {
             .iter()
             .filter(|s| {
                 if only.is_empty() {
-                    match scenarios::selection(s, rig.spec) {
+                    match scenarios::selection_on(s, rig.spec, rig.qemu_release) {
                         Some(scenarios::Set::Ci) => true,
                         Some(scenarios::Set::ByHand) => full,
                         None => false,
@@ -559,15 +649,15 @@ fn test(args: &[String], kernels: &[&'static KernelSpec]) -> Result<bool> {
                 }
             })
             .collect();
-        eprintln!(
-            "==> guest scenarios on {} ({} of them)",
-            rig.spec.name,
-            chosen.len()
-        );
+        if chosen.is_empty() {
+            continue;
+        }
+        let on = format!("{} on QEMU {}", rig.spec.name, rig.qemu_release.version);
+        eprintln!("==> guest scenarios on {on} ({} of them)", chosen.len());
         let sum = scenarios::run_all(rig, &chosen)?;
         println!(
-            "kernel {}: {} passed, {} failed, {} expected failure(s) or skip(s) in passing runs",
-            rig.spec.name, sum.passed, sum.failed, sum.expected
+            "kernel {on}: {} passed, {} failed, {} expected failure(s) or skip(s) in passing runs",
+            sum.passed, sum.failed, sum.expected
         );
         passed += sum.passed;
         failed += sum.failed;
@@ -581,7 +671,7 @@ fn test(args: &[String], kernels: &[&'static KernelSpec]) -> Result<bool> {
 
 fn demo(kernel: &[&'static KernelSpec]) -> Result<bool> {
     let paths = Paths::discover()?;
-    let rig = prepare(&paths, kernel)?.remove(0);
+    let rig = prepare(&paths, kernel, &[QemuRelease::main()])?.remove(0);
     eprintln!(
         "==> booting a Debian arm64 guest whose SPE is served by vhost-device-spe \
          (patched QEMU sampling the guest, unmodified kernel, perf around a workload)"

@@ -186,7 +186,8 @@ impl Rig {
                 .arg(format!("socket,id=spe0,path={},reconnect-ms=1000", socket.display()))
                 .arg("-device")
                 .arg(format!(
-                    "vhost-user-device-pci,chardev=spe0,virtio-id={VIRTIO_ID},num_vqs={NUM_VQS},config_size={CONFIG_SIZE}"
+                    "{},chardev=spe0,virtio-id={VIRTIO_ID},num_vqs={NUM_VQS},config_size={CONFIG_SIZE}",
+                    self.qemu_release.vhost_user_device
                 ));
         }
         if let Some(clock) = clock {
@@ -224,6 +225,7 @@ mod tests {
             spec: &crate::kernels::MATRIX[0],
             has_extra_modules: true,
             qemu: "qemu".into(),
+            qemu_release: crate::setup::QemuRelease::main(),
             kernel: "Image".into(),
             initrd: "initrd".into(),
             backend: "backend".into(),

@@ -25,6 +25,7 @@ use wait::Ending;
 
 use crate::kernels::KernelSpec;
 use crate::scenario::{parse_console, Control, RunOutput, Scenario, SpeRun};
+use crate::setup::QemuRelease;
 use anyhow::{Context, Result};
 use command::ctl_socket;
 use control::FaultWatch;
@@ -124,6 +125,8 @@ pub struct Rig {
     /// The kernel of the matrix this rig boots.
     pub spec: &'static KernelSpec,
     pub qemu: PathBuf,
+    /// The release `qemu` is built from (its vhost-user device's name).
+    pub qemu_release: &'static QemuRelease,
     pub kernel: PathBuf,
     pub initrd: PathBuf,
     /// Whether the image holds the modules built against the kernel's

@@ -53,7 +53,7 @@ pub fn all() -> Vec<Scenario> {
                 console: "SPE-RESULT kernel=",
             },
         ),
-        // QEMU must outlive its back end (qemu-patches/0003). The backend
+        // QEMU must outlive its back end (qemu-patches/10.0.2/0003). The backend
         // is killed once the guest runs /init; the crash must end the run
         // long before the timeout.
         Scenario::new(

@@ -8,7 +8,7 @@ mod select;
 
 pub use checks::check_spe_perf;
 pub use list::{all, proof};
-pub use select::{can_run, selection, Set};
+pub use select::{can_run, selection_on, Set};
 
 use crate::runner::{GuestRun, Rig};
 use crate::scenario::{take_expected, Expect, Expected, RunOutput, Scenario, Verdict};

@@ -4,6 +4,20 @@
 use super::Scenario;
 use crate::kernels::KernelSpec;
 use crate::runner::Rig;
+use crate::setup::QemuRelease;
+
+/// What `cargo xtask test` runs on a QEMU other than the main one, on the
+/// newest kernel: the probe, perf recording and decoding, the profile's
+/// oracle, a backend restart under perf, and a fault the backend injects
+/// (in the catalogue's order).
+/// `--full` adds the rest of the newest kernel's CI set.
+pub const SMOKE_ON_OTHER_QEMUS: &[&str] = &[
+    "spe-probe",
+    "spe-perf",
+    "spe-profile",
+    "spe-backend-restart",
+    "fault-stage1-translation",
+];
 
 /// Test modules of integration/guest/modules that only the host suite's
 /// kernel gets in CI (they ran on it alone before the newer suites had
@@ -70,6 +84,23 @@ pub fn selection(s: &Scenario, k: &KernelSpec) -> Option<Set> {
         Some(Set::ByHand)
     } else {
         Some(Set::Ci)
+    }
+}
+
+/// Which set runs `s` on kernel `k` under QEMU `q`: [`selection`] on the
+/// main QEMU; on another, the smoke set, and by hand the rest of what
+/// the newest kernel runs in CI.
+pub fn selection_on(s: &Scenario, k: &KernelSpec, q: &QemuRelease) -> Option<Set> {
+    if q == QemuRelease::main() {
+        selection(s, k)
+    } else if k != KernelSpec::newest() {
+        None
+    } else if SMOKE_ON_OTHER_QEMUS.contains(&s.name) {
+        Some(Set::Ci)
+    } else if selection(s, k) == Some(Set::Ci) {
+        Some(Set::ByHand)
+    } else {
+        None
     }
 }
 
@@ -145,6 +176,36 @@ fn by_hand(s: &Scenario, k: &KernelSpec) -> bool {
 mod tests {
     use super::*;
     use crate::kernels::MATRIX;
+    use crate::setup::QEMU_RELEASES;
+
+    #[test]
+    fn other_qemus_run_the_smoke_set_on_the_newest_kernel() {
+        let all = super::super::all();
+        let other = &QEMU_RELEASES[1];
+        let ci: Vec<&str> = all
+            .iter()
+            .filter(|s| selection_on(s, KernelSpec::newest(), other) == Some(Set::Ci))
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(ci, SMOKE_ON_OTHER_QEMUS);
+        // Each smoke scenario is one the newest kernel runs in CI on the
+        // main QEMU too, so the two can be compared.
+        for s in all.iter().filter(|s| ci.contains(&s.name)) {
+            assert_eq!(
+                selection(s, KernelSpec::newest()),
+                Some(Set::Ci),
+                "{}",
+                s.name
+            );
+        }
+        assert!(all
+            .iter()
+            .all(|s| selection_on(s, &MATRIX[0], other).is_none()));
+        let main = QemuRelease::main();
+        assert!(all
+            .iter()
+            .all(|s| selection_on(s, &MATRIX[0], main) == selection(s, &MATRIX[0])));
+    }
 
     #[test]
     fn by_hand_are_the_paravirtual_copies_on_the_oldest_kernel_and_a_list_on_the_newest() {

@@ -1,5 +1,5 @@
-//! Idempotent, cached set-up: apt sources and packages, the patched QEMU and
-//! the Debian arm64 guest kernel and userland.
+//! Idempotent, cached set-up: apt sources and packages, the patched QEMUs
+//! and the Debian arm64 guest kernel and userland.
 //!
 //! Every step checks a cheap marker first (dpkg state, apt lists, a
 //! `.complete` file in the cache) so a second run with nothing changed only
@@ -18,14 +18,84 @@ use crate::kernels::{self, Apt, KernelSpec};
 use anyhow::{bail, Context, Result};
 use apt::{apt_sources, apt_update, apt_update_if_needed, candidates};
 use kernel::guest;
-use qemu::qemu;
 use std::fs;
 use std::path::{Path, PathBuf};
 use userland::perf;
 
-/// The QEMU release the patch series applies to.
-pub const QEMU_VERSION: &str = "10.0.2";
-pub(super) const QEMU_TARBALL: &str = "qemu_10.0.2+ds.orig.tar.xz";
+/// Where a QEMU release's source tarball comes from.
+#[derive(Debug, PartialEq, Eq)]
+pub enum QemuSource {
+    /// The host suite's backports: `apt-get source -t bookworm-backports`.
+    Backports,
+    /// Debian unstable's source package of exactly this version, read
+    /// through a private apt configuration (the host's apt is untouched).
+    Unstable(&'static str),
+}
+
+/// A QEMU release the series is kept for, in `qemu-patches/<version>/`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct QemuRelease {
+    pub version: &'static str,
+    tarball: &'static str,
+    source: QemuSource,
+    /// The generic vhost-user device the paravirtual path plugs in (10.2
+    /// renamed it and made it user-creatable without a patch).
+    pub vhost_user_device: &'static str,
+    /// The variable that points the harness at a hand-built binary instead.
+    pub override_var: &'static str,
+}
+
+/// The releases, the main one first: `cargo xtask test`'s matrix runs on
+/// it, the others run a smoke set.
+pub const QEMU_RELEASES: &[QemuRelease] = &[
+    QemuRelease {
+        version: "10.0.2",
+        tarball: "qemu_10.0.2+ds.orig.tar.xz",
+        source: QemuSource::Backports,
+        vhost_user_device: "vhost-user-device-pci",
+        override_var: "SPE_QEMU",
+    },
+    QemuRelease {
+        version: "10.2.2",
+        tarball: "qemu_10.2.2+ds.orig.tar.xz",
+        source: QemuSource::Unstable("1:10.2.2+ds-1"),
+        vhost_user_device: "vhost-user-test-device-pci",
+        override_var: "SPE_QEMU_10_2",
+    },
+];
+
+impl QemuRelease {
+    /// The release `cargo xtask test`'s matrix, the demo and `install` use.
+    pub fn main() -> &'static QemuRelease {
+        &QEMU_RELEASES[0]
+    }
+
+    /// `--qemu V`: a release by its version, or by its first two numbers.
+    pub fn by_version(v: &str) -> Result<&'static QemuRelease> {
+        QEMU_RELEASES
+            .iter()
+            .find(|r| r.version == v || r.version.rsplit_once('.').is_some_and(|(mm, _)| mm == v))
+            .with_context(|| {
+                let all: Vec<&str> = QEMU_RELEASES.iter().map(|r| r.version).collect();
+                format!(
+                    "--qemu {v:?}: the series is kept for QEMU {}",
+                    all.join(", ")
+                )
+            })
+    }
+
+    /// `qemu-patches/<version>`.
+    pub fn patch_dir(&self, repo: &Path) -> PathBuf {
+        repo.join("qemu-patches").join(self.version)
+    }
+}
+
+/// A built QEMU of one release.
+#[derive(Clone, Debug)]
+pub struct Qemu {
+    pub release: &'static QemuRelease,
+    pub binary: PathBuf,
+}
 pub(super) const BACKPORTS_FILE: &str =
     "/etc/apt/sources.list.d/vhost-device-spe-backports.sources";
 
@@ -98,23 +168,37 @@ pub struct GuestEnv {
 }
 
 pub struct Env {
-    pub qemu: PathBuf,
+    /// One per release asked for, in [`QEMU_RELEASES`]' order.
+    pub qemus: Vec<Qemu>,
     /// One per kernel asked for, in the matrix's order.
     pub guests: Vec<GuestEnv>,
 }
 
-/// Runs the whole set-up for `kernels` and returns where the results are.
-pub fn setup(paths: &Paths, kernels: &[&'static KernelSpec]) -> Result<Env> {
+/// Runs the whole set-up for `kernels` and the QEMU `releases` and
+/// returns where the results are.
+pub fn setup(
+    paths: &Paths,
+    kernels: &[&'static KernelSpec],
+    releases: &[&'static QemuRelease],
+) -> Result<Env> {
     check_host()?;
     let lists_changed = apt_sources()?;
     let fresh_lists = apt_update_if_needed(lists_changed)?;
     host::packages(apt_update)?;
-    let qemu = qemu(paths)?;
+    let qemus = releases
+        .iter()
+        .map(|&release| {
+            Ok(Qemu {
+                release,
+                binary: qemu::qemu(paths, release)?,
+            })
+        })
+        .collect::<Result<_>>()?;
     let mut guests = Vec::new();
     for &spec in kernels {
         guests.push(guest_env(paths, spec, fresh_lists)?);
     }
-    Ok(Env { qemu, guests })
+    Ok(Env { qemus, guests })
 }
 
 /// The kernel, busybox and perf of one kernel of the matrix.
@@ -159,7 +243,10 @@ fn guest_env(paths: &Paths, spec: &'static KernelSpec, fresh_host_lists: bool) -
 fn check_host() -> Result<()> {
     let os = fs::read_to_string("/etc/os-release").context("reading /etc/os-release")?;
     if !os.lines().any(|l| l == format!("VERSION_CODENAME={SUITE}")) {
-        bail!("host check: only Debian {SUITE} hosts are supported (bookworm-backports has QEMU {QEMU_VERSION})");
+        bail!(
+            "host check: only Debian {SUITE} hosts are supported (bookworm-backports has QEMU {})",
+            QemuRelease::main().version
+        );
     }
     Ok(())
 }

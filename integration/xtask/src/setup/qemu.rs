@@ -1,8 +1,9 @@
-//! The patched QEMU: its source (Debian's tarball), the patch series
-//! applied, configured and built once per series.
+//! The patched QEMUs: each release's source (Debian's tarball), its patch
+//! series applied, configured and built once per series.
 
-use super::{setup, Paths, QEMU_TARBALL, QEMU_VERSION};
+use super::{setup, Paths, QemuRelease, QemuSource};
 use crate::host::BACKPORTS;
+use crate::kernels::Apt;
 use crate::util::{run, run_logged, write_atomic, Step};
 use anyhow::{anyhow, bail, Context, Result};
 use sha2::{Digest, Sha256};
@@ -24,10 +25,10 @@ pub fn series_patches(patch_dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// Hash of the QEMU version and every patch of the series, in name order:
 /// the key of the QEMU build directory.
-pub fn series_key(patch_dir: &Path) -> Result<String> {
+pub fn series_key(patch_dir: &Path, version: &str) -> Result<String> {
     let patches = series_patches(patch_dir)?;
     let mut h = Sha256::new();
-    h.update(format!("{QEMU_VERSION}\n"));
+    h.update(format!("{version}\n"));
     for p in &patches {
         h.update(fs::read(p).with_context(|| format!("reading {}", p.display()))?);
     }
@@ -51,24 +52,24 @@ pub(super) const CONFIGURE: &[&str] = &[
     "--disable-install-blobs",
 ];
 
-/// Builds the patched `qemu-system-aarch64` once per patch series.
-/// `SPE_QEMU=/path/to/qemu-system-aarch64` uses that binary instead, for
-/// iterating on a patch in a QEMU tree without a full rebuild per edit.
-pub(super) fn qemu(paths: &Paths) -> Result<PathBuf> {
-    if let Some(q) = std::env::var_os("SPE_QEMU").filter(|q| !q.is_empty()) {
+/// Builds the patched `qemu-system-aarch64` of `release` once per patch
+/// series. `SPE_QEMU=/path/to/qemu-system-aarch64` (the release's
+/// `override_var`) uses that binary instead, for iterating on a patch in a
+/// QEMU tree without a full rebuild per edit.
+pub(super) fn qemu(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
+    let var = release.override_var;
+    if let Some(q) = std::env::var_os(var).filter(|q| !q.is_empty()) {
         let q = PathBuf::from(q);
         if !q.is_file() {
-            bail!("SPE_QEMU={} is not a file", q.display());
+            bail!("{var}={} is not a file", q.display());
         }
-        eprintln!("==> QEMU from SPE_QEMU: {}", q.display());
+        eprintln!("==> QEMU {} from {var}: {}", release.version, q.display());
         return Ok(q);
     }
-    let patch_dir = paths.repo.join("qemu-patches");
-    let key = series_key(&patch_dir)?;
-    let dir = paths
-        .cache
-        .join("qemu")
-        .join(format!("{QEMU_VERSION}-{key}"));
+    let version = release.version;
+    let patch_dir = release.patch_dir(&paths.repo);
+    let key = series_key(&patch_dir, version)?;
+    let dir = paths.cache.join("qemu").join(format!("{version}-{key}"));
     let build = dir.join("build");
     let binary = build.join("qemu-system-aarch64");
     let complete = dir.join(".complete");
@@ -77,12 +78,12 @@ pub(super) fn qemu(paths: &Paths) -> Result<PathBuf> {
     }
     fs::create_dir_all(&dir)?;
 
-    let tarball = qemu_source(paths)?;
+    let tarball = qemu_source(paths, release)?;
     let src = dir.join("src");
     let src_ok = dir.join(".src-complete");
     if !src_ok.exists() {
         let step = Step::new(format!(
-            "QEMU {QEMU_VERSION}: unpacking and applying qemu-patches/"
+            "QEMU {version}: unpacking and applying qemu-patches/{version}/"
         ));
         let _ = fs::remove_dir_all(&src);
         unpack(&tarball, &src)?;
@@ -92,7 +93,7 @@ pub(super) fn qemu(paths: &Paths) -> Result<PathBuf> {
     }
 
     if !build.join("build.ninja").exists() {
-        let step = Step::new("QEMU: configure");
+        let step = Step::new(format!("QEMU {version}: configure"));
         let _ = fs::remove_dir_all(&build);
         configure(&src, &build)?;
         step.done("configured");
@@ -102,7 +103,7 @@ pub(super) fn qemu(paths: &Paths) -> Result<PathBuf> {
         .map(|n| n.get())
         .unwrap_or(2);
     let step = Step::new(format!(
-        "QEMU: ninja -j{jobs} qemu-system-aarch64 (about 8 min on 2 cores; log in {})",
+        "QEMU {version}: ninja -j{jobs} qemu-system-aarch64 (about 8 min on 2 cores; log in {})",
         build.join("ninja.log").display()
     ));
     run_logged(
@@ -120,7 +121,7 @@ pub(super) fn qemu(paths: &Paths) -> Result<PathBuf> {
 
 /// Unpacks the QEMU tarball into `src` (created), with the firmware
 /// placeholders its meson wants.
-pub(super) fn unpack(tarball: &Path, src: &Path) -> Result<()> {
+fn unpack(tarball: &Path, src: &Path) -> Result<()> {
     fs::create_dir_all(src)?;
     run(
         "unpacking the QEMU source",
@@ -131,11 +132,11 @@ pub(super) fn unpack(tarball: &Path, src: &Path) -> Result<()> {
             .arg(src)
             .arg("--strip-components=1"),
     )?;
-    edk2_placeholders(src)
+    blob_placeholders(src)
 }
 
 /// Configures a build of `src` in `build` (created) with [`CONFIGURE`].
-pub(super) fn configure(src: &Path, build: &Path) -> Result<()> {
+fn configure(src: &Path, build: &Path) -> Result<()> {
     fs::create_dir_all(build)?;
     run_logged(
         "QEMU configure",
@@ -149,26 +150,34 @@ pub(super) fn configure(src: &Path, build: &Path) -> Result<()> {
     )
 }
 
-/// `cargo xtask series-build`: applies `qemu-patches/` one patch at a
-/// time to a clean QEMU tree and builds `qemu-system-aarch64` after each,
-/// so that a patch that does not build on its own is found (a posted
-/// series must bisect). Slow, one build per patch (the first a full one):
-/// run by hand, not by `.ci/run`. Writes a table to
-/// `target/integration/series-build.md`; returns whether every patch built.
-pub fn series_build(paths: &Paths) -> Result<bool> {
-    // The host's packages and the source tarball, as for the real build.
-    setup(paths, &[])?;
-    let tarball = qemu_source(paths)?;
-    let work = paths.target.join("integration").join("series-build");
+/// `cargo xtask series-build [--qemu V]`: applies `qemu-patches/V/` one
+/// patch at a time to a clean QEMU tree and builds `qemu-system-aarch64`
+/// after each, so that a patch that does not build on its own is found (a
+/// posted series must bisect). Slow, one build per patch (the first a full
+/// one): run by hand, not by `.ci/run`. Writes a table to
+/// `target/integration/series-build-V.md`; returns whether every patch
+/// built.
+pub fn series_build(paths: &Paths, release: &QemuRelease) -> Result<bool> {
+    // The host's packages, as for the real build.
+    setup(paths, &[], &[])?;
+    let version = release.version;
+    let tarball = qemu_source(paths, release)?;
+    let work = paths
+        .target
+        .join("integration")
+        .join(format!("series-build-{version}"));
     let (src, build) = (work.join("src"), work.join("build"));
     let _ = fs::remove_dir_all(&work);
     unpack(&tarball, &src)?;
     configure(&src, &build)?;
-    let patches = series_patches(&paths.repo.join("qemu-patches"))?;
+    let patches = series_patches(&release.patch_dir(&paths.repo))?;
     let mut table = format!(
-        "# qemu-patches/ built one patch at a time on QEMU {QEMU_VERSION}\n\n| patch | builds | seconds |\n|---|---|---|\n"
+        "# qemu-patches/{version}/ built one patch at a time on QEMU {version}\n\n| patch | builds | seconds |\n|---|---|---|\n"
     );
-    let out = paths.target.join("integration").join("series-build.md");
+    let out = paths
+        .target
+        .join("integration")
+        .join(format!("series-build-{version}.md"));
     let mut all = true;
     for p in &patches {
         let name = p
@@ -214,40 +223,44 @@ pub fn series_build(paths: &Paths) -> Result<bool> {
     Ok(all)
 }
 
-/// Fetches QEMU's upstream tarball through Debian's source package.
-pub(super) fn qemu_source(paths: &Paths) -> Result<PathBuf> {
+/// Fetches `release`'s upstream tarball through Debian's source package.
+fn qemu_source(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
     let dl = paths.cache.join("downloads");
     fs::create_dir_all(&dl)?;
-    let tarball = dl.join(QEMU_TARBALL);
+    let tarball = dl.join(release.tarball);
     if tarball.exists() {
         return Ok(tarball);
     }
-    let step = Step::new(format!(
-        "apt-get source qemu ({QEMU_VERSION}, bookworm-backports)"
-    ));
+    let (mut cmd, from) = match release.source {
+        QemuSource::Backports => {
+            let mut c = Command::new("apt-get");
+            c.args(["source", "--download-only", "-t", BACKPORTS, "qemu"]);
+            (c, BACKPORTS.to_string())
+        }
+        QemuSource::Unstable(pin) => {
+            let apt = Apt::for_unstable_sources(&paths.cache)?;
+            if !apt.lists_present() {
+                apt.update()?;
+            }
+            let mut c = apt.command("apt-get");
+            c.args(["source", "--download-only", &format!("qemu={pin}")]);
+            (c, format!("unstable, {pin}"))
+        }
+    };
+    let step = Step::new(format!("apt-get source qemu ({}, {from})", release.version));
     // The mirror serves the orig tarball but not always the .dsc/.debian
     // parts, so apt may exit non-zero; the tarball is what counts.
-    let res = run(
-        "apt-get source qemu",
-        Command::new("apt-get").current_dir(&dl).args([
-            "source",
-            "--download-only",
-            "-t",
-            BACKPORTS,
-            "qemu",
-        ]),
-    );
+    let res = run("apt-get source qemu", cmd.current_dir(&dl));
     if !tarball.exists() {
         let found: Vec<String> = fs::read_dir(&dl)?
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| n.starts_with("qemu_"))
             .collect();
+        let name = release.tarball;
         return Err(match res {
-            Err(e) => e.context(format!("QEMU source: {QEMU_TARBALL} was not downloaded")),
-            Ok(_) => anyhow!(
-                "QEMU source: expected {QEMU_TARBALL} from bookworm-backports, got {found:?}"
-            ),
+            Err(e) => e.context(format!("QEMU source: {name} was not downloaded")),
+            Ok(_) => anyhow!("QEMU source: expected {name} from {from}, got {found:?}"),
         });
     }
     step.done("downloaded");
@@ -256,7 +269,7 @@ pub(super) fn qemu_source(paths: &Paths) -> Result<PathBuf> {
 
 /// Applies the format-patch series in order. `git apply` works outside a
 /// repository; the ceiling stops it from finding one above the cache.
-pub(super) fn apply_series(patch_dir: &Path, src: &Path) -> Result<()> {
+fn apply_series(patch_dir: &Path, src: &Path) -> Result<()> {
     for p in series_patches(patch_dir)? {
         run(
             &format!("applying {}", p.display()),
@@ -270,17 +283,32 @@ pub(super) fn apply_series(patch_dir: &Path, src: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The +ds tarball drops the EDK2 firmware images but meson still wants their
-/// .bz2 inputs; `-kernel` boots need no firmware, so empty bzip2 streams do.
-pub(super) fn edk2_placeholders(src: &Path) -> Result<()> {
+/// The +ds tarball drops prebuilt firmware: meson still wants EDK2's .bz2
+/// inputs and, without `dtc` (10.1 on), the device trees it would compile.
+/// `-kernel` boots of `virt` need neither, so empty files do.
+fn blob_placeholders(src: &Path) -> Result<()> {
     const EMPTY_BZ2: &[u8] = b"BZh9\x17\x72\x45\x38\x50\x90\x00\x00\x00\x00";
-    let meson = fs::read_to_string(src.join("pc-bios/meson.build"))
-        .context("reading pc-bios/meson.build")?;
-    for word in meson.split('\'') {
+    let quoted = |meson: &str| -> Result<Vec<String>> {
+        let p = src.join(meson);
+        if !p.exists() {
+            return Ok(Vec::new());
+        }
+        let text = fs::read_to_string(&p).with_context(|| format!("reading {meson}"))?;
+        Ok(text.split('\'').map(str::to_string).collect())
+    };
+    for word in quoted("pc-bios/meson.build")? {
         if word.starts_with("edk2-") && word.ends_with(".fd") {
             let p = src.join("pc-bios").join(format!("{word}.bz2"));
             if !p.exists() {
                 fs::write(&p, EMPTY_BZ2)?;
+            }
+        }
+    }
+    for word in quoted("pc-bios/dtb/meson.build")? {
+        if word.ends_with(".dtb") && !word.contains('/') {
+            let p = src.join("pc-bios/dtb").join(&word);
+            if !p.exists() {
+                fs::write(&p, b"")?;
             }
         }
     }
@@ -290,19 +318,71 @@ pub(super) fn edk2_placeholders(src: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::setup::QEMU_RELEASES;
+
+    /// A patch's subject without its `[PATCH n/m]` (folded lines joined).
+    fn subject(patch: &str) -> Option<String> {
+        let mut lines = patch.lines().skip_while(|l| !l.starts_with("Subject: "));
+        let first = lines.next()?.strip_prefix("Subject: ")?;
+        let mut s = first.to_string();
+        for cont in lines.take_while(|l| l.starts_with(' ')) {
+            s.push_str(cont);
+        }
+        Some(match s.strip_prefix('[') {
+            Some(rest) => rest
+                .split_once("] ")
+                .map_or(s.clone(), |(_, t)| t.to_string()),
+            None => s,
+        })
+    }
+
+    fn subjects(release: &QemuRelease) -> Vec<String> {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        series_patches(&release.patch_dir(&repo))
+            .unwrap()
+            .iter()
+            .map(|p| subject(&fs::read_to_string(p).unwrap()).expect("a subject"))
+            .collect()
+    }
+
+    /// The 10.2.2 series carries every change of the 10.0.2 one, in the
+    /// same order, but 10.0.2's first: 10.2 makes the generic vhost-user
+    /// device user-creatable itself.
+    #[test]
+    fn the_series_are_in_step() {
+        let (old, new) = (subjects(&QEMU_RELEASES[0]), subjects(&QEMU_RELEASES[1]));
+        assert_eq!(
+            old[0],
+            "hw/virtio: make the generic vhost-user device user-creatable"
+        );
+        assert_eq!(old[1..], new[..]);
+        assert!(new.len() >= 12, "{new:?}");
+    }
+
+    #[test]
+    fn subjects_are_read_without_the_prefix_and_unfolded() {
+        let p = "From x\nSubject: [PATCH 05/13] target/arm: FEAT_SPE registers served by\n vhost-device-spe\n\nbody\n";
+        assert_eq!(
+            subject(p).unwrap(),
+            "target/arm: FEAT_SPE registers served by vhost-device-spe"
+        );
+        assert_eq!(subject("Subject: plain\n").unwrap(), "plain");
+        assert_eq!(subject("no header"), None);
+    }
 
     #[test]
     fn series_key_changes_with_the_patches() {
         let d = std::env::temp_dir().join(format!("xtask-key-{}", std::process::id()));
         fs::create_dir_all(&d).unwrap();
         fs::write(d.join("0001-a.patch"), "one").unwrap();
-        let k1 = series_key(&d).unwrap();
+        let k1 = series_key(&d, "10.0.2").unwrap();
+        assert_ne!(k1, series_key(&d, "10.2.2").unwrap());
         fs::write(d.join("README"), "ignored").unwrap();
         fs::write(d.join("0000-cover-letter.patch"), "no diff").unwrap();
-        assert_eq!(k1, series_key(&d).unwrap());
+        assert_eq!(k1, series_key(&d, "10.0.2").unwrap());
         assert_eq!(series_patches(&d).unwrap(), vec![d.join("0001-a.patch")]);
         fs::write(d.join("0002-b.patch"), "two").unwrap();
-        assert_ne!(k1, series_key(&d).unwrap());
+        assert_ne!(k1, series_key(&d, "10.0.2").unwrap());
         fs::remove_dir_all(&d).unwrap();
     }
 }
