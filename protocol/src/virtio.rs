@@ -13,7 +13,8 @@
 //! * Device ID [`VIRTIO_ID_SPE`] = 58 (0x3A). The virtio spec has not
 //!   allocated 58; the IDs around it that are taken or reserved (50, 56, 60)
 //!   are avoided. QEMU attaches with
-//!   `-device vhost-user-device-pci,chardev=..,virtio-id=58,num_vqs=2,config_size=64`.
+//!   `-device vhost-user-device-pci,chardev=..,virtio-id=58,num_vqs=2,config_size=64`
+//!   (QEMU 10.2: `vhost-user-test-device-pci`, the same properties).
 //! * Queue 0, [`CONTROL_QUEUE`]: the driver posts a buffer whose
 //!   device-readable part holds one or more [`CtrlRequest`]s back to back and
 //!   whose device-writable part has room for as many [`CtrlResponse`]s. The

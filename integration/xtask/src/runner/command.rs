@@ -258,6 +258,31 @@ mod tests {
         args(rig().qemu_command(&run(spe), Path::new("console"), Path::new("sock")))
     }
 
+    /// The paravirtual device is the generic vhost-user device of the
+    /// rig's QEMU, by the name that release gives it; full emulation adds
+    /// none.
+    #[test]
+    fn the_vhost_user_device_is_named_as_the_qemu_names_it() {
+        let device_of = |r: &Rig, spe: SpeRun| {
+            let a = args(r.qemu_command(&run(Some(spe)), Path::new("c"), Path::new("s")));
+            a.windows(2)
+                .find(|w| w[0] == "-device" && w[1].contains("virtio-id=58"))
+                .map(|w| w[1].split(',').next().unwrap().to_string())
+        };
+        let p = CpuProfile::NeoverseN1;
+        for (release, name) in crate::setup::QEMU_RELEASES
+            .iter()
+            .zip(["vhost-user-device-pci", "vhost-user-test-device-pci"])
+        {
+            let r = Rig {
+                qemu_release: release,
+                ..rig()
+            };
+            assert_eq!(device_of(&r, SpeRun::paravirt(p, 1)).as_deref(), Some(name));
+            assert_eq!(device_of(&r, SpeRun::new(p)), None);
+        }
+    }
+
     /// The profile is QEMU's -cpu and the backend's --cpu; a core
     /// without E0PD boots with kpti=off; a run without SPE gets max.
     #[test]
