@@ -99,7 +99,7 @@ impl Apt {
         }
         let dir = cache.join("apt-trixie");
         let sources = private_stanza(&host::host_sources()?)?;
-        let config = write_private_config(&dir, &sources)?;
+        let config = write_private_config(&dir, &sources, "")?;
         Ok(Apt {
             config: Some(config),
             release: Some(spec.release),
@@ -113,8 +113,13 @@ impl Apt {
     pub fn for_unstable_sources(cache: &Path) -> Result<Apt> {
         let dir = cache.join("apt-unstable-src");
         let sources = unstable_source_stanza(&host::host_sources()?)?;
+        // Unstable's Release is valid for a week, and a mirror may serve
+        // an older one (a new machine's refused it as expired by 21
+        // days). Its signature is still checked, and the version is
+        // pinned, so the tarball's hash comes from a signed index.
+        let extra = "Acquire::Check-Valid-Until \"false\";\n";
         Ok(Apt {
-            config: Some(write_private_config(&dir, &sources)?),
+            config: Some(write_private_config(&dir, &sources, extra)?),
             release: None,
             what: "Debian unstable's source index",
             list_marker: "_Sources",
@@ -180,9 +185,9 @@ impl Apt {
     }
 }
 
-/// Writes `dir/apt.conf`, its `sources`, and the empty state it needs;
-/// returns the conf's path.
-fn write_private_config(dir: &Path, sources: &str) -> Result<PathBuf> {
+/// Writes `dir/apt.conf` (with `extra` settings), its `sources`, and the
+/// empty state it needs; returns the conf's path.
+fn write_private_config(dir: &Path, sources: &str, extra: &str) -> Result<PathBuf> {
     for sub in [
         "lists/partial",
         "cache/archives/partial",
@@ -199,7 +204,7 @@ fn write_private_config(dir: &Path, sources: &str) -> Result<PathBuf> {
             fs::write(dir.join(empty), "")?;
         }
     }
-    let conf = private_conf(dir);
+    let conf = private_conf(dir) + extra;
     let path = dir.join("apt.conf");
     write_if_changed(&path, &conf)?;
     Ok(path)
