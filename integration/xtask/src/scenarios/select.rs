@@ -9,8 +9,7 @@ use crate::setup::QemuRelease;
 /// What `cargo xtask test` runs on a QEMU other than the main one, on the
 /// newest kernel: the probe, perf recording and decoding, the profile's
 /// oracle, a backend restart under perf, and a fault the backend injects
-/// (in the catalogue's order).
-/// `--full` adds the rest of the newest kernel's CI set.
+/// (in the catalogue's order). Any other runs there by name (`--qemu`).
 pub const SMOKE_ON_OTHER_QEMUS: &[&str] = &[
     "spe-probe",
     "spe-perf",
@@ -88,8 +87,7 @@ pub fn selection(s: &Scenario, k: &KernelSpec) -> Option<Set> {
 }
 
 /// Which set runs `s` on kernel `k` under QEMU `q`: [`selection`] on the
-/// main QEMU; on another, the smoke set, and by hand the rest of what
-/// the newest kernel runs in CI.
+/// main QEMU; on another, the smoke set on the newest kernel.
 pub fn selection_on(s: &Scenario, k: &KernelSpec, q: &QemuRelease) -> Option<Set> {
     if q == QemuRelease::main() {
         selection(s, k)
@@ -97,8 +95,6 @@ pub fn selection_on(s: &Scenario, k: &KernelSpec, q: &QemuRelease) -> Option<Set
         None
     } else if SMOKE_ON_OTHER_QEMUS.contains(&s.name) {
         Some(Set::Ci)
-    } else if selection(s, k) == Some(Set::Ci) {
-        Some(Set::ByHand)
     } else {
         None
     }
