@@ -44,14 +44,14 @@ const USAGE: &str = "usage: cargo xtask <command>
                      the runs left to be run by hand; --qemu V: on that
                      QEMU only
   demo [--kernel K]  setup, then boot a guest with the backend attached
-  run [--no-backend] [--spe] [--kernel K] SCENARIO
+  run [--no-backend] [--spe] [--kernel K] [--qemu V] SCENARIO
                      boot one guest scenario script (integration/guest/scenarios);
                      --spe: full emulation for a script no test scenario names
   install [--prefix DIR] [--qemu V]
                      build and install qemu-system-aarch64-spe (QEMU 10.0.2, or
                      V), vhost-device-spe and the spe-qemu launcher into
                      DIR/bin (default ~/.local)
-  scenarios [--full] [--kernel K]
+  scenarios [--full] [--kernel K] [--qemu V]
                      list the scenarios of `test`, with the kernels they run on;
                      --full: also those of `test --full`
   --kernel K         a guest kernel of the matrix: 6.1 (bookworm), 6.12
