@@ -294,7 +294,7 @@ fn list_scenarios(kernels: &[&'static KernelSpec], releases: &[&'static QemuRele
         let mut on = Vec::new();
         for r in releases {
             for k in kernels {
-                let name = if *r == QemuRelease::main() {
+                let name = if r.is_main() {
                     k.name.to_string()
                 } else {
                     format!("{}@{}", k.name, r.version)
@@ -410,9 +410,10 @@ fn prepare(
     // prefix (`cargo xtask install`'s layout), for the launcher's runs.
     let mut launchers = Vec::new();
     for q in &env.qemus {
-        let prefix = match q.release == QemuRelease::main() {
-            true => work.join("prefix"),
-            false => work.join(format!("prefix-{}", q.release.version)),
+        let prefix = if q.release.is_main() {
+            work.join("prefix")
+        } else {
+            work.join(format!("prefix-{}", q.release.version))
         };
         launchers.push(install::install(
             &q.binary,
@@ -452,9 +453,10 @@ fn prepare(
     for (q, launcher) in env.qemus.iter().zip(&launchers) {
         for (g, initrd, has_extra_modules) in &images {
             // The main QEMU's runs keep their folders' names.
-            let runs = match q.release == QemuRelease::main() {
-                true => g.spec.name.to_string(),
-                false => format!("{}-qemu-{}", g.spec.name, q.release.version),
+            let runs = if q.release.is_main() {
+                g.spec.name.to_string()
+            } else {
+                format!("{}-qemu-{}", g.spec.name, q.release.version)
             };
             rigs.push(Rig {
                 spec: g.spec,

@@ -89,7 +89,7 @@ pub fn selection(s: &Scenario, k: &KernelSpec) -> Option<Set> {
 /// Which set runs `s` on kernel `k` under QEMU `q`: [`selection`] on the
 /// main QEMU; on another, the smoke set on the newest kernel.
 pub fn selection_on(s: &Scenario, k: &KernelSpec, q: &QemuRelease) -> Option<Set> {
-    if q == QemuRelease::main() {
+    if q.is_main() {
         selection(s, k)
     } else if k != KernelSpec::newest() {
         None

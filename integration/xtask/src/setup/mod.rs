@@ -70,6 +70,11 @@ impl QemuRelease {
         &QEMU_RELEASES[0]
     }
 
+    /// Whether this is [`QemuRelease::main`].
+    pub fn is_main(&self) -> bool {
+        self == Self::main()
+    }
+
     /// `--qemu V`: a release by its version, or by its first two numbers.
     pub fn by_version(v: &str) -> Result<&'static QemuRelease> {
         QEMU_RELEASES
