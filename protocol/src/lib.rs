@@ -3,6 +3,7 @@
 //! feeds in, the SPE record packet codec, the virtio-spe device's config
 //! space and queue messages, and the names of the CPU profiles.
 
+pub mod a64;
 pub mod channel;
 pub mod control;
 mod le;
