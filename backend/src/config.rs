@@ -32,6 +32,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PATH")]
     qemu_socket: Option<PathBuf>,
 
+    /// Unix socket to listen on for the TCG plugin (`libspe_plugin.so`) of
+    /// an unpatched QEMU: it feeds the vhost-user device (--socket-path)
+    /// the operations it samples from the guest's execution.
+    #[arg(long, value_name = "PATH", requires = "socket_path")]
+    plugin_socket: Option<PathBuf>,
+
     /// Feed RATE synthetic sampled operations per second to each vCPU of the
     /// VM(s) on --socket-path and --qemu-socket (an EL1 load/store/branch mix
     /// through the guest's own interval counter and filters), to exercise
@@ -183,6 +189,8 @@ pub struct VhostUserConfig {
     /// `--record`, likewise only without a QEMU channel: the files are
     /// per vCPU of one VM.
     pub record: Option<PathBuf>,
+    /// `--plugin-socket`: where the TCG plugin feeds samples.
+    pub plugin_socket: Option<PathBuf>,
 }
 
 /// The QEMU channel (`--qemu-socket`).
@@ -275,6 +283,7 @@ impl TryFrom<ServeArgs> for Config {
                 vcpus: args.vcpus,
                 control: !has_qemu,
                 record: args.record.clone().filter(|_| !has_qemu),
+                plugin_socket: args.plugin_socket,
             }),
             qemu: args.qemu_socket.map(|socket| QemuConfig {
                 socket,

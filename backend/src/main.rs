@@ -217,6 +217,13 @@ fn serve(config: &Config) -> Result<(), String> {
         let choices = config.choices;
         let control = hub.clone().filter(|_| v.control);
         let record = v.record.clone();
+        let feed = match &v.plugin_socket {
+            Some(path) => Some(
+                vhu_spe::Feed::listen(path, vcpus)
+                    .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?,
+            ),
+            None => None,
+        };
         std::thread::Builder::new()
             .name("vhu-listener".into())
             .spawn(move || {
@@ -227,6 +234,7 @@ fn serve(config: &Config) -> Result<(), String> {
                     synthetic,
                     choices,
                     control,
+                    feed,
                     record.as_deref(),
                 );
                 if let Err(e) = &res {

@@ -15,28 +15,28 @@ use super::error::{ConnError, ProtocolError};
 use super::vm::Vm;
 
 /// The connected QEMU: its socket, and its VM once HELLO created it.
-pub(super) struct Conn {
+pub(crate) struct Conn {
     pub(super) stream: UnixStream,
     pub(super) vm: Option<Vm>,
 }
 
 /// One request as read off the socket.
-pub(super) struct Request<'a> {
-    pub(super) header: Header,
-    pub(super) kind: MsgType,
-    pub(super) payload: &'a [u8],
+pub(crate) struct Request<'a> {
+    pub(crate) header: Header,
+    pub(crate) kind: MsgType,
+    pub(crate) payload: &'a [u8],
     /// Only SET_MEM_TABLE and SET_RING carry any.
-    pub(super) fds: Vec<File>,
+    pub(crate) fds: Vec<File>,
 }
 
 impl Conn {
-    pub(super) fn new(stream: UnixStream) -> Conn {
+    pub(crate) fn new(stream: UnixStream) -> Conn {
         Conn { stream, vm: None }
     }
 
     /// Reads one request into `buf`: a request type, and fds only where
     /// its type takes them.
-    pub(super) fn read_request<'a>(&mut self, buf: &'a mut [u8]) -> Result<Request<'a>, ConnError> {
+    pub(crate) fn read_request<'a>(&mut self, buf: &'a mut [u8]) -> Result<Request<'a>, ConnError> {
         let (header, size, fds) = read_message(&mut self.stream, buf)?;
         if header.is_reply() {
             return Err(ProtocolError::ReplyAsRequest(header.msg_type).into());
@@ -64,7 +64,7 @@ impl Conn {
     }
 
     /// Sends the reply to `req` with `payload`.
-    pub(super) fn reply(&self, req: &Header, payload: &[u8]) -> Result<(), ConnError> {
+    pub(crate) fn reply(&self, req: &Header, payload: &[u8]) -> Result<(), ConnError> {
         let mut buf = [0u8; Header::SIZE + HelloReply::SIZE];
         let n = Header::SIZE + payload.len();
         buf[..Header::SIZE].copy_from_slice(&req.reply_to(payload.len()).to_bytes());
@@ -136,7 +136,7 @@ fn read_message(
 }
 
 /// Whether `stream` has input (or has hung up) within `within`.
-pub(super) fn input_within(stream: &UnixStream, within: Duration) -> bool {
+pub(crate) fn input_within(stream: &UnixStream, within: Duration) -> bool {
     let deadline = Instant::now() + within;
     let mut pfd = libc::pollfd {
         fd: stream.as_raw_fd(),

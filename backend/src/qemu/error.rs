@@ -10,7 +10,7 @@ use crate::ring::RingError;
 
 /// Why a connection ends.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum ConnError {
+pub(crate) enum ConnError {
     /// The peer closed it.
     #[error("the peer closed the connection")]
     Closed,
@@ -39,7 +39,7 @@ impl From<ChannelError> for ConnError {
 /// Input the channel's protocol does not allow. QEMU sent it, so QEMU is
 /// broken, and the connection goes.
 #[derive(Debug, thiserror::Error)]
-pub(super) enum ProtocolError {
+pub(crate) enum ProtocolError {
     /// A header or payload that does not decode.
     #[error(transparent)]
     Message(#[from] ChannelError),

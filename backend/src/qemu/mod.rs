@@ -18,8 +18,8 @@
 //! (mapping what QEMU passes by fd) and `error`.
 
 pub mod client;
-mod conn;
-mod error;
+pub(crate) mod conn;
+pub(crate) mod error;
 mod event_handler;
 mod memory;
 mod requests;

@@ -21,10 +21,12 @@
 
 mod ctrl;
 mod events;
+mod feed;
 mod serve;
 #[cfg(test)]
 mod test_rig;
 
+pub use feed::{Feed, DRAIN_PERIOD};
 pub use serve::{serve, HANDSHAKE_TIMEOUT};
 
 use std::collections::VecDeque;
@@ -66,6 +68,8 @@ pub const MAX_PENDING_EVENTS: usize = 1024;
 pub const SYNTHETIC_EVENT: u16 = NUM_QUEUES as u16 + 1;
 /// Device event of the control socket's commands (`--control-socket`).
 pub const CONTROL_EVENT: u16 = NUM_QUEUES as u16 + 2;
+/// Device event of the TCG plugin's samples (`--plugin-socket`).
+pub const FEED_EVENT: u16 = NUM_QUEUES as u16 + 3;
 
 type GuestMemory = GuestMemoryMmap<()>;
 type GuestMem = GuestMemoryAtomic<GuestMemory>;
@@ -120,6 +124,8 @@ pub struct VhostUserSpeBackend {
     control: Option<Arc<Hub>>,
     /// The front end asked for the features (QEMU's first request).
     negotiated: Arc<std::sync::atomic::AtomicBool>,
+    /// `--plugin-socket`: the TCG plugin's samples.
+    feed: Option<Arc<Feed>>,
     /// `--record DIR`, and the recording of the connected VM.
     record_dir: Option<std::path::PathBuf>,
     recorder: Option<crate::record::Recorder>,
@@ -156,6 +162,7 @@ impl VhostUserSpeBackend {
             handed_out: std::sync::Mutex::new(Vec::new()),
             control: None,
             negotiated: Arc::default(),
+            feed: None,
             record_dir: None,
             recorder: None,
         })
@@ -187,6 +194,30 @@ impl VhostUserSpeBackend {
     pub fn with_control(mut self, hub: Arc<Hub>) -> Self {
         self.control = Some(hub);
         self
+    }
+
+    /// Takes the TCG plugin's samples from `feed` (register
+    /// [`Feed::wake_fd`] with the worker under [`FEED_EVENT`]).
+    pub fn with_feed(mut self, feed: Arc<Feed>) -> Self {
+        self.feed = Some(feed);
+        self
+    }
+
+    /// Applies the plugin's samples and reports the PMBIRQ changes they
+    /// caused (buffer full, faults).
+    fn feed_tick(&mut self) {
+        let Some(feed) = self.feed.clone() else {
+            return;
+        };
+        let mem = self.mem.as_ref().map(|m| m.memory());
+        let drained = feed.drain(&mut self.spus, mem.as_deref());
+        if drained.dropped > 0 {
+            debug!("{} plugin samples dropped: no guest memory yet", drained.dropped);
+        }
+        for vcpu in 0..self.spus.len() {
+            self.note_pmbirq(vcpu);
+        }
+        self.store_records();
     }
 
     /// A front end connected: arms the scenario's faults and those armed
@@ -285,6 +316,10 @@ impl VhostUserSpeBackend {
                 }
                 self.flush_events(&vrings[EVENT_QUEUE as usize])
             }
+            FEED_EVENT => {
+                self.feed_tick();
+                self.flush_events(&vrings[EVENT_QUEUE as usize])
+            }
             e => Err(Error::HandleEventUnknown(e)),
         }
     }
@@ -323,6 +358,9 @@ impl VhostUserBackendMut for VhostUserSpeBackend {
         self.spus.iter_mut().for_each(Spu::reset_keeping_stats);
         self.irq_level.fill(false);
         self.pending.clear();
+        if let Some(feed) = &self.feed {
+            feed.publish(&self.spus);
+        }
     }
 
     fn set_event_idx(&mut self, enabled: bool) {
@@ -399,6 +437,11 @@ impl VhostUserBackendMut for VhostUserSpeBackend {
         // log it and keep the worker alive for the next kick.
         if let Err(e) = self.handle(device_event, vrings) {
             error!("queue {device_event}: {e}");
+        }
+        // A register write may have started or stopped sampling: the
+        // plugin reads the interval and the ELs from the ring.
+        if let Some(feed) = &self.feed {
+            feed.publish(&self.spus);
         }
         Ok(())
     }

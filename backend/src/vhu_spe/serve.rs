@@ -9,7 +9,7 @@ use log::{error, info, warn};
 use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::epoll::EventSet;
 
-use super::{VhostUserSpeBackend, CONTROL_EVENT, SYNTHETIC_EVENT};
+use super::{Feed, VhostUserSpeBackend, CONTROL_EVENT, FEED_EVENT, SYNTHETIC_EVENT};
 use crate::control::Hub;
 use crate::spu::Features;
 
@@ -55,6 +55,7 @@ pub fn serve(
     synthetic: Option<u64>,
     choices: crate::spu::unpredictable::Choices,
     control: Option<Arc<Hub>>,
+    feed: Option<Arc<Feed>>,
     record: Option<&std::path::Path>,
 ) -> io::Result<()> {
     use std::sync::RwLock;
@@ -70,6 +71,9 @@ pub fn serve(
         }
         if let Some(hub) = &control {
             backend = backend.with_control(hub.clone());
+        }
+        if let Some(feed) = &feed {
+            backend = backend.with_feed(feed.clone());
         }
         let timer = backend.synthetic_timer();
         let backend = Arc::new(RwLock::new(backend));
@@ -134,6 +138,21 @@ pub fn serve(
         });
         if let Some(hub) = control_on {
             hub.attach();
+        }
+        // The plugin's samples reach this VM's SPUs while it is connected.
+        if let Some(feed) = &feed {
+            let registered = daemon.get_epoll_handlers().first().map(|h| {
+                h.register_listener(
+                    feed.wake_fd().as_raw_fd(),
+                    EventSet::IN,
+                    u64::from(FEED_EVENT),
+                )
+            });
+            match registered {
+                Some(Ok(())) => {}
+                Some(Err(e)) => error!("plugin feed not served: {e}"),
+                None => error!("plugin feed not served: no vhost-user worker"),
+            }
         }
         let ended = daemon.wait();
         if let Some(hub) = control_on {
