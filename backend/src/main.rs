@@ -229,13 +229,15 @@ fn serve(config: &Config) -> Result<(), String> {
             .spawn(move || {
                 let res = vhu_spe::serve(
                     &mut listener,
-                    vcpus,
-                    &features,
-                    synthetic,
-                    choices,
-                    control,
-                    feed,
-                    record.as_deref(),
+                    vhu_spe::DeviceOptions {
+                        num_vcpus: vcpus,
+                        features,
+                        synthetic,
+                        choices,
+                        control,
+                        feed,
+                        record,
+                    },
                 );
                 if let Err(e) = &res {
                     error!("{e}");

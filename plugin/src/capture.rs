@@ -142,9 +142,18 @@ mod tests {
     #[test]
     fn a_load_has_its_va_pa_and_core_events() {
         let op = capture(0xf940_0841, &cx(El::El0), &mut Fake); // ldr x1, [x2, #16]
-        assert_eq!((op.data_va, op.data_pa, op.data_pa_valid), (0x3010, 0x4000_3010, true));
-        assert_eq!((op.pc, op.el, op.size, op.contextidr_el1, op.physical_count), (0x40_0000, El::El0, 8, 77, 123));
-        assert_eq!(op.events, events::RETIRED | events::L1D_ACCESS | events::TLB_ACCESS);
+        assert_eq!(
+            (op.data_va, op.data_pa, op.data_pa_valid),
+            (0x3010, 0x4000_3010, true)
+        );
+        assert_eq!(
+            (op.pc, op.el, op.size, op.contextidr_el1, op.physical_count),
+            (0x40_0000, El::El0, 8, 77, 123)
+        );
+        assert_eq!(
+            op.events,
+            events::RETIRED | events::L1D_ACCESS | events::TLB_ACCESS
+        );
         assert!(!op.no_data_address);
     }
 

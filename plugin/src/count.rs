@@ -19,7 +19,9 @@
 //! immediate a TB can test, and [`resync_below`] (tested at each TB's
 //! start) catches it and reloads.
 
-/// Keeps the entry far from 0 and from wrapping either way.
+/// Keeps the entry far from 0 and from wrapping either way. A vCPU's
+/// entry starts here (a counter that ran out, which its first TB reloads),
+/// not at the scoreboard's 0, which would wrap below every immediate.
 pub const BIAS: u64 = 1 << 62;
 
 /// Operations between two looks at the sampling state while nothing
@@ -52,7 +54,10 @@ pub fn resynced(period: u64, n: usize) -> u64 {
 /// operations until the next selection, from the sampling state the
 /// backend publishes. `random` is called for each random value needed
 /// (16 bits each).
-pub fn period(state: &spe_protocol::channel::ring::SamplingState, mut random: impl FnMut() -> u32) -> u64 {
+pub fn period(
+    state: &spe_protocol::channel::ring::SamplingState,
+    mut random: impl FnMut() -> u32,
+) -> u64 {
     use spe_protocol::channel::ring::flags;
     let mut p = u64::from(state.interval);
     if state.flags & flags::RND != 0 {
@@ -105,9 +110,21 @@ mod tests {
         let total: usize = tbs.iter().sum();
         for period in 1..=20u64 {
             let got = run(&tbs, period, period);
-            let want: Vec<u64> = (1..).map(|k| k * period - 1).take_while(|&i| i < total as u64).collect();
+            let want: Vec<u64> = (1..)
+                .map(|k| k * period - 1)
+                .take_while(|&i| i < total as u64)
+                .collect();
             assert_eq!(got, want, "period {period}");
         }
+    }
+
+    #[test]
+    fn a_vcpu_starting_at_bias_reloads_in_its_first_tb() {
+        let n = 5;
+        let entry = BIAS.wrapping_add(tb_add(n));
+        assert!(entry < resync_below(n));
+        // A scoreboard's own 0 would wrap past every immediate instead.
+        assert!(0u64.wrapping_add(tb_add(n)) > resync_below(n));
     }
 
     #[test]

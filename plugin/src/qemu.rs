@@ -73,7 +73,23 @@ struct Plugin {
     insns: Mutex<Vec<Box<[Insn]>>>,
     /// When the vCPUs first ran: QEMU's virtual clock starts about then.
     started: OnceLock<Instant>,
+    counts: Counts,
+}
+
+/// What the callbacks did, for the summary at exit.
+#[derive(Default)]
+struct Counts {
+    /// Selections (the instruction callback fired).
+    selected: AtomicU64,
+    /// Selections while no EL sampled on the vCPU (a look at the state).
+    idle: AtomicU64,
+    /// Selections at an EL where profiling was off.
+    other_el: AtomicU64,
+    /// Counters reloaded after a missed selection.
+    resyncs: AtomicU64,
+    /// Operations handed to the backend.
     sampled: AtomicU64,
+    /// Operations lost to a full ring.
     lost: AtomicU64,
 }
 
@@ -87,7 +103,9 @@ fn out(msg: &str) {
 }
 
 fn plugin() -> &'static Plugin {
-    PLUGIN.get().expect("callbacks are registered after install")
+    PLUGIN
+        .get()
+        .expect("callbacks are registered after install")
 }
 
 impl Regs {
@@ -108,7 +126,9 @@ impl Regs {
         };
         for d in descs {
             // SAFETY: QEMU's register names are C strings it keeps.
-            let name = unsafe { CStr::from_ptr(d.name) }.to_string_lossy().into_owned();
+            let name = unsafe { CStr::from_ptr(d.name) }
+                .to_string_lossy()
+                .into_owned();
             found.insert(name, d.handle);
         }
         // SAFETY: frees the array we were given (not the names).
@@ -215,8 +235,10 @@ unsafe extern "C" fn on_select(vcpu: c_uint, udata: *mut c_void) {
     let Some(slot) = p.vcpus.get(vcpu as usize) else {
         return;
     };
+    p.counts.selected.fetch_add(1, Ordering::Relaxed);
     let mut vs = crate::lock(slot);
     if state.enabled_els == 0 {
+        p.counts.idle.fetch_add(1, Ordering::Relaxed);
         set(vcpu, entry.wrapping_add(count::RECHECK));
         return;
     }
@@ -230,16 +252,17 @@ unsafe extern "C" fn on_select(vcpu: c_uint, udata: *mut c_void) {
     let el = El::from_u8((regs.read(regs.cpsr) >> 2) as u8 & 3).unwrap_or(El::El0);
     // Every EL counts; a selection where profiling is off is dropped.
     if !state.enabled_at(el as u8) {
+        p.counts.other_el.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    let freq = match freq {
-        Some(f) => f,
-        None => {
-            let f = regs.cntfrq.map(|h| regs.read(h)).filter(|&f| f != 0);
-            let f = f.unwrap_or(1_000_000_000);
-            f
-        }
-    };
+    // CNTFRQ_EL0 as the guest's firmware set it (QEMU's default if
+    // unreadable), once per vCPU.
+    let freq = freq.unwrap_or_else(|| {
+        regs.cntfrq
+            .map(|h| regs.read(h))
+            .filter(|&f| f != 0)
+            .unwrap_or(1_000_000_000)
+    });
     let contextidr_el1 = regs.contextidr_el1.map_or(0, |h| regs.read(h) as u32);
     let cx = Context {
         pc: insn.pc,
@@ -252,15 +275,16 @@ unsafe extern "C" fn on_select(vcpu: c_uint, udata: *mut c_void) {
     vs.freq = Some(freq);
     drop(vs);
     if crate::lock(&p.feed).push(vcpu, &op, period) {
-        p.sampled.fetch_add(1, Ordering::Relaxed);
+        p.counts.sampled.fetch_add(1, Ordering::Relaxed);
     } else {
-        p.lost.fetch_add(1, Ordering::Relaxed);
+        p.counts.lost.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 unsafe extern "C" fn on_resync(vcpu: c_uint, udata: *mut c_void) {
     let p = plugin();
     let n = udata as usize;
+    p.counts.resyncs.fetch_add(1, Ordering::Relaxed);
     let state = crate::lock(&p.feed).state(vcpu);
     let period = if state.enabled_els == 0 {
         count::RECHECK
@@ -335,12 +359,21 @@ unsafe extern "C" fn on_flush(_id: qemu_plugin_id_t) {
 unsafe extern "C" fn on_vcpu_init(_id: qemu_plugin_id_t, vcpu: c_uint) {
     let p = plugin();
     let Some(slot) = p.vcpus.get(vcpu as usize) else {
-        out(&format!("vCPU {vcpu} is beyond the {} announced", p.vcpus.len()));
+        out(&format!(
+            "vCPU {vcpu} is beyond the {} announced",
+            p.vcpus.len()
+        ));
         return;
     };
+    // The scoreboard starts at 0, below every immediate: the first TB's
+    // resync would never fire (the entry wraps to the top). BIAS is a
+    // counter that ran out, which the first TB reloads.
+    set(vcpu, count::BIAS);
     let regs = Regs::of_current_vcpu();
     if regs.is_none() {
-        out(&format!("vCPU {vcpu}: no AArch64 registers to read; it will not sample"));
+        out(&format!(
+            "vCPU {vcpu}: no AArch64 registers to read; it will not sample"
+        ));
     }
     crate::lock(slot).regs = regs;
 }
@@ -350,11 +383,17 @@ unsafe extern "C" fn on_vcpu_resume(_id: qemu_plugin_id_t, _vcpu: c_uint) {
 }
 
 unsafe extern "C" fn on_exit(_id: qemu_plugin_id_t, _udata: *mut c_void) {
-    let p = plugin();
+    let c = &plugin().counts;
+    let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
     out(&format!(
-        "{} operations sampled, {} lost to a full ring",
-        p.sampled.load(Ordering::Relaxed),
-        p.lost.load(Ordering::Relaxed)
+        "{} selections: {} sampled, {} lost to a full ring, {} at an EL not profiled, \
+         {} while nothing was profiled; {} counter reloads after a missed selection",
+        n(&c.selected),
+        n(&c.sampled),
+        n(&c.lost),
+        n(&c.other_el),
+        n(&c.idle),
+        n(&c.resyncs)
     ));
 }
 
@@ -402,7 +441,11 @@ unsafe fn install(
     if !info.system_emulation || target != "aarch64" {
         return Err(format!(
             "samples qemu-system-aarch64 guests only, not {target}{}",
-            if info.system_emulation { "" } else { " user mode" }
+            if info.system_emulation {
+                ""
+            } else {
+                " user mode"
+            }
         ));
     }
     let socket = parse_args(argc, argv)?;
@@ -426,8 +469,7 @@ unsafe fn install(
         feed: Mutex::new(feed),
         insns: Mutex::new(Vec::new()),
         started: OnceLock::new(),
-        sampled: AtomicU64::new(0),
-        lost: AtomicU64::new(0),
+        counts: Counts::default(),
     };
     if PLUGIN.set(plugin).is_err() {
         return Err("installed twice".into());
@@ -440,9 +482,6 @@ unsafe fn install(
         qemu_plugin_register_flush_cb(id, Some(on_flush));
         qemu_plugin_register_atexit_cb(id, Some(on_exit), std::ptr::null_mut());
     }
-    out(&format!(
-        "feeding {} for {vcpus} vCPU(s)",
-        socket.display()
-    ));
+    out(&format!("feeding {} for {vcpus} vCPU(s)", socket.display()));
     Ok(())
 }

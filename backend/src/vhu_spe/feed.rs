@@ -23,8 +23,7 @@ use std::time::Duration;
 
 use log::{error, info, warn};
 use spe_protocol::channel::{
-    self, feature, ring::Layout, ring::SamplingState, Hello, HelloReply, MsgType, RingSetup,
-    Status,
+    self, feature, ring::Layout, ring::SamplingState, Hello, HelloReply, MsgType, RingSetup, Status,
 };
 use spe_protocol::op::SampledOp;
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
@@ -223,7 +222,10 @@ impl Feed {
         }
         let req = conn.read_request(&mut buf).map_err(io::Error::other)?;
         if req.kind != MsgType::SetRing {
-            return Err(io::Error::other(format!("{:?} instead of SET_RING", req.kind)));
+            return Err(io::Error::other(format!(
+                "{:?} instead of SET_RING",
+                req.kind
+            )));
         }
         let header = req.header;
         let setup = RingSetup::from_bytes(req.payload).map_err(io::Error::other)?;
@@ -254,14 +256,16 @@ impl Feed {
         };
         let mut bad = 0u64;
         for (v, spu) in spus.iter_mut().enumerate().take(a.states.len()) {
-            let res = a.consumer.drain(v as u32, |op: Result<SampledOp, _>| match (op, mem) {
-                (Ok(op), Some(mem)) => {
-                    spu.sample(&op, mem);
-                    done.applied += 1;
-                }
-                (Ok(_), None) => done.dropped += 1,
-                (Err(_), _) => bad += 1,
-            });
+            let res = a
+                .consumer
+                .drain(v as u32, |op: Result<SampledOp, _>| match (op, mem) {
+                    (Ok(op), Some(mem)) => {
+                        spu.sample(&op, mem);
+                        done.applied += 1;
+                    }
+                    (Ok(_), None) => done.dropped += 1,
+                    (Err(_), _) => bad += 1,
+                });
             if let Err(e) = res {
                 error!("plugin feed: {e}; dropping the plugin's ring");
                 *guard = None;
@@ -300,9 +304,9 @@ impl Feed {
 
 /// Maps SET_RING's ring and takes its eventfds.
 fn attach(setup: &RingSetup, layout: Layout, fds: Vec<File>) -> io::Result<Attached> {
-    let [mem, doorbell, irq]: [File; 3] = fds
-        .try_into()
-        .map_err(|f: Vec<File>| io::Error::other(format!("SET_RING with {} fds, not 3", f.len())))?;
+    let [mem, doorbell, irq]: [File; 3] = fds.try_into().map_err(|f: Vec<File>| {
+        io::Error::other(format!("SET_RING with {} fds, not 3", f.len()))
+    })?;
     if setup.size != layout.size() as u64 {
         return Err(io::Error::other(format!(
             "SET_RING of {} bytes, the ring is {}",

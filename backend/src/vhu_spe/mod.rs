@@ -27,7 +27,7 @@ mod serve;
 mod test_rig;
 
 pub use feed::{Feed, DRAIN_PERIOD};
-pub use serve::{serve, HANDSHAKE_TIMEOUT};
+pub use serve::{serve, DeviceOptions, HANDSHAKE_TIMEOUT};
 
 use std::collections::VecDeque;
 use std::io;
@@ -212,7 +212,10 @@ impl VhostUserSpeBackend {
         let mem = self.mem.as_ref().map(|m| m.memory());
         let drained = feed.drain(&mut self.spus, mem.as_deref());
         if drained.dropped > 0 {
-            debug!("{} plugin samples dropped: no guest memory yet", drained.dropped);
+            debug!(
+                "{} plugin samples dropped: no guest memory yet",
+                drained.dropped
+            );
         }
         for vcpu in 0..self.spus.len() {
             self.note_pmbirq(vcpu);

@@ -40,6 +40,21 @@ fn handshake_watchdog(
     Ok((done, thread))
 }
 
+/// What every VM's device is made with.
+pub struct DeviceOptions {
+    pub num_vcpus: u32,
+    pub features: Features,
+    /// `--synthetic`: operations per second per vCPU.
+    pub synthetic: Option<u64>,
+    pub choices: crate::spu::unpredictable::Choices,
+    /// `--control-socket`'s hub.
+    pub control: Option<Arc<Hub>>,
+    /// `--plugin-socket`'s feed.
+    pub feed: Option<Arc<Feed>>,
+    /// `--record DIR`.
+    pub record: Option<std::path::PathBuf>,
+}
+
 /// Serves one front end after another on `listener`, forever.
 ///
 /// Each connection gets a fresh backend and daemon, so every VM starts with
@@ -47,25 +62,25 @@ fn handshake_watchdog(
 /// threads. A connection that fails (garbage on the socket, a bad message)
 /// is logged and closed, and the next one is accepted; one that asks for
 /// no features within [`HANDSHAKE_TIMEOUT`] is dropped, so a silent client
-/// cannot keep later VMs out. Returns only if accepting fails. `synthetic` is the `--synthetic` rate, if any.
-pub fn serve(
-    listener: &mut vhost::vhost_user::Listener,
-    num_vcpus: u32,
-    features: &Features,
-    synthetic: Option<u64>,
-    choices: crate::spu::unpredictable::Choices,
-    control: Option<Arc<Hub>>,
-    feed: Option<Arc<Feed>>,
-    record: Option<&std::path::Path>,
-) -> io::Result<()> {
+/// cannot keep later VMs out. Returns only if accepting fails.
+pub fn serve(listener: &mut vhost::vhost_user::Listener, opts: DeviceOptions) -> io::Result<()> {
     use std::sync::RwLock;
+    let DeviceOptions {
+        num_vcpus,
+        features,
+        synthetic,
+        choices,
+        control,
+        feed,
+        record,
+    } = opts;
     use vhost::vhost_user::Error as VhostUserError;
     use vhost_user_backend::{Error as DaemonError, VhostUserDaemon};
 
     loop {
         let mut backend = VhostUserSpeBackend::new(num_vcpus, features.clone())?
             .with_choices(choices)
-            .with_record(record.map(|d| d.to_path_buf()));
+            .with_record(record.clone());
         if let Some(rate) = synthetic {
             backend = backend.with_synthetic(rate)?;
         }

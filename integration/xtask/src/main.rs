@@ -19,6 +19,7 @@ mod scenario;
 mod scenarios;
 mod setup;
 mod snapshot;
+mod stock;
 mod util;
 mod vng;
 mod workloads;
@@ -153,7 +154,8 @@ fn real_main(args: &[String]) -> Result<bool> {
             for rig in prepare(&paths, &kernels, &releases)? {
                 println!(
                     "kernel {} on QEMU {}:",
-                    rig.spec.name, rig.qemu_release.version
+                    rig.spec.name,
+                    rig.qemu_release.label()
                 );
                 println!("  qemu:    {}", rig.qemu.display());
                 println!("  kernel:  {}", rig.kernel.display());
@@ -262,7 +264,12 @@ fn real_main(args: &[String]) -> Result<bool> {
         "series-build" => {
             let paths = Paths::discover()?;
             let mut all = true;
-            for release in qemu.map_or(all_releases, |q| vec![q]) {
+            let releases = match qemu {
+                Some(q) if q.stock => bail!("series-build: QEMU {} has no series", q.label()),
+                Some(q) => vec![q],
+                None => QemuRelease::patched().collect(),
+            };
+            for release in releases {
                 all &= setup::series_build(&paths, release)?;
             }
             Ok(all)
@@ -297,7 +304,7 @@ fn list_scenarios(kernels: &[&'static KernelSpec], releases: &[&'static QemuRele
                 let name = if r.is_main() {
                     k.name.to_string()
                 } else {
-                    format!("{}@{}", k.name, r.version)
+                    format!("{}@{}", k.name, r.label())
                 };
                 match scenarios::selection_on(&s, k, r) {
                     Some(scenarios::Set::Ci) => on.push(name),
@@ -413,7 +420,7 @@ fn prepare(
         let prefix = if q.release.is_main() {
             work.join("prefix")
         } else {
-            work.join(format!("prefix-{}", q.release.version))
+            work.join(format!("prefix-{}", q.release.label()))
         };
         launchers.push(install::install(
             &q.binary,
@@ -456,7 +463,7 @@ fn prepare(
             let runs = if q.release.is_main() {
                 g.spec.name.to_string()
             } else {
-                format!("{}-qemu-{}", g.spec.name, q.release.version)
+                format!("{}-qemu-{}", g.spec.name, q.release.label())
             };
             rigs.push(Rig {
                 spec: g.spec,
@@ -473,7 +480,7 @@ fn prepare(
             });
         }
     }
-    let versions: Vec<&str> = env.qemus.iter().map(|q| q.release.version).collect();
+    let versions: Vec<String> = env.qemus.iter().map(|q| q.release.label()).collect();
     eprintln!(
         "==> set-up complete in {:.1} s (QEMU {})",
         t.elapsed().as_secs_f64(),
@@ -563,15 +570,23 @@ fn cargo() -> Command {
 /// 20 times slower, and under QEMU's sampler it, not the guest, was the
 /// bottleneck (about 450 k records/s).
 fn build_backend(paths: &Paths) -> Result<PathBuf> {
-    let step = Step::new("cargo build --release -p vhost-device-spe -p spe-qemu");
+    let what = "cargo build --release -p vhost-device-spe -p spe-qemu -p spe-plugin";
+    let step = Step::new(what);
     let st = cargo()
         .current_dir(&paths.repo)
         .args(["build", "--quiet", "--release"])
-        .args(["-p", "vhost-device-spe", "-p", "spe-qemu"])
+        .args([
+            "-p",
+            "vhost-device-spe",
+            "-p",
+            "spe-qemu",
+            "-p",
+            "spe-plugin",
+        ])
         .status()
         .context("starting cargo build --release")?;
     if !st.success() {
-        bail!("cargo build --release -p vhost-device-spe -p spe-qemu failed ({st})");
+        bail!("{what} failed ({st})");
     }
     step.done("built");
     Ok(paths.target.join("release/vhost-device-spe"))
@@ -654,7 +669,7 @@ fn test(
         if chosen.is_empty() {
             continue;
         }
-        let on = format!("{} on QEMU {}", rig.spec.name, rig.qemu_release.version);
+        let on = format!("{} on QEMU {}", rig.spec.name, rig.qemu_release.label());
         eprintln!("==> guest scenarios on {on} ({} of them)", chosen.len());
         let sum = scenarios::run_all(rig, &chosen)?;
         println!(

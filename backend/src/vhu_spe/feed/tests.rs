@@ -68,14 +68,26 @@ fn samples_reach_the_spus_and_the_state_reaches_the_plugin() {
     assert_eq!(producer.push(0, &ops), 3);
     producer.count(0, 3 * 257);
     let d = feed.drain(&mut spus, Some(&m));
-    assert_eq!(d, Drained { applied: 3, dropped: 0 });
+    assert_eq!(
+        d,
+        Drained {
+            applied: 3,
+            dropped: 0
+        }
+    );
     let stats = spus[0].stats();
     assert_eq!((stats.records, stats.counted), (3, 3 * 257));
     assert_eq!(spus[0].regs().pmbptr, BUF_VA + stats.bytes);
 
     // Without guest memory (no driver yet) they are dropped, not kept.
     producer.push(0, &ops[..1]);
-    assert_eq!(feed.drain(&mut spus, None::<&crate::spu::test_util::Mem>), Drained { applied: 0, dropped: 1 });
+    assert_eq!(
+        feed.drain(&mut spus, None::<&crate::spu::test_util::Mem>),
+        Drained {
+            applied: 0,
+            dropped: 1
+        }
+    );
     drop(_client);
     let _ = std::fs::remove_file(&path);
 }
@@ -127,7 +139,7 @@ fn garbage_instead_of_hello_drops_the_connection() {
     let mut b = [0u8; 1];
     use std::io::Read;
     let _ = c.stream().set_read_timeout(Some(Duration::from_secs(5)));
-    assert_eq!((&*c.stream()).read(&mut b).unwrap_or(0), 0);
+    assert_eq!(c.stream().read(&mut b).unwrap_or(0), 0);
     let (_c2, _p, status) = plugin(&path, 1);
     assert_eq!(status, Status::OK);
     assert!(attached(&feed));

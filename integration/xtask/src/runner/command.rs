@@ -10,6 +10,11 @@ pub fn ctl_socket(channel: &Path) -> PathBuf {
     channel.with_extension("ctl")
 }
 
+/// The backend's socket for the TCG plugin, next to its channel socket.
+pub fn plugin_socket(channel: &Path) -> PathBuf {
+    channel.with_extension("plugin")
+}
+
 /// QEMU's QMP socket, next to the backend's channel socket.
 pub fn qmp_socket(channel: &Path) -> PathBuf {
     channel.with_extension("qmp")
@@ -37,6 +42,9 @@ impl Rig {
                 }
                 if let Some(rate) = spe.synthetic {
                     cmd.args(["--synthetic", &rate.to_string()]);
+                }
+                if spe.plugin {
+                    cmd.arg("--plugin-socket").arg(plugin_socket(socket));
                 }
                 if spec.controlled() {
                     cmd.arg("--control-socket").arg(ctl_socket(socket));
@@ -195,10 +203,25 @@ impl Rig {
         } else if let Some(icount) = spec.spe.as_ref().and_then(|s| s.icount) {
             c.args(["-icount", icount]);
         }
+        if spec.backend && spec.spe.as_ref().is_some_and(|s| s.plugin) {
+            c.arg("-plugin").arg(format!(
+                "{},socket={}",
+                self.plugin().display(),
+                plugin_socket(socket).display()
+            ));
+            // The plugin's lines (its summary at exit) in the run's folder.
+            c.args(["-d", "plugin", "-D"])
+                .arg(console.with_file_name("plugin.log"));
+        }
         if let Some(spe) = &spec.spe {
             c.args(spe.qemu_args);
         }
         c
+    }
+
+    /// The TCG plugin, built beside the backend.
+    pub fn plugin(&self) -> PathBuf {
+        self.backend.with_file_name("libspe_plugin.so")
     }
 }
 

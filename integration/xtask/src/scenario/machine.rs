@@ -126,6 +126,10 @@ pub struct SpeRun {
     /// the guest's `virtio_spe` module drives. The other options apply
     /// to the backend as on the QEMU channel.
     pub paravirt: bool,
+    /// On the paravirtual path, the samples come from the TCG plugin
+    /// (`-plugin libspe_plugin.so` and the backend's `--plugin-socket`):
+    /// the stock-QEMU path.
+    pub plugin: bool,
 }
 
 impl SpeRun {
@@ -146,6 +150,7 @@ impl SpeRun {
             qemu_args: &[],
             backend_args: &[],
             paravirt: false,
+            plugin: false,
         }
     }
 
@@ -155,6 +160,16 @@ impl SpeRun {
         SpeRun {
             paravirt: true,
             synthetic: Some(synthetic),
+            ..SpeRun::new(cpu)
+        }
+    }
+
+    /// The stock-QEMU path: the paravirtual device with the TCG plugin
+    /// as its sample source (see [`SpeRun::plugin`]).
+    pub const fn stock(cpu: CpuProfile) -> SpeRun {
+        SpeRun {
+            paravirt: true,
+            plugin: true,
             ..SpeRun::new(cpu)
         }
     }

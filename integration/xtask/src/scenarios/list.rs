@@ -4,7 +4,9 @@
 
 use super::checks::*;
 use crate::scenario::{Expect, OnMarker, RunOutput, Scenario, SpeRun, ICOUNT_AUTO, ICOUNT_FIXED};
-use crate::{attributes, driver_bugs, faults, memory, paravirt, perf_test, proofs, snapshot};
+use crate::{
+    attributes, driver_bugs, faults, memory, paravirt, perf_test, proofs, snapshot, stock,
+};
 use spe_protocol::profile::CpuProfile;
 use std::time::Duration;
 
@@ -272,6 +274,7 @@ pub fn all() -> Vec<Scenario> {
     .chain(memory::scenarios())
     .chain(faults::scenarios())
     .chain(paravirt::scenarios())
+    .chain(stock::scenarios())
     .chain(snapshot::scenarios())
     .collect()
 }

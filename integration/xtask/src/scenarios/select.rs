@@ -59,10 +59,12 @@ const ON_MIDDLE_KERNELS: &[&str] = &[
     "virtio-spe-perf",
 ];
 
-/// Whether `s` can run on `rig`'s kernel at all: the paravirtual ones and
-/// the test modules need modules built against its headers.
+/// Whether `s` can run on `rig` at all: the paravirtual ones and the
+/// test modules need modules built against its kernel's headers; the
+/// stock-QEMU scenarios run on the unpatched QEMU and nothing else does.
 pub fn can_run(s: &Scenario, rig: &Rig) -> bool {
-    rig.has_extra_modules || !(needs_extra_modules(s) || s.is_paravirt())
+    (rig.has_extra_modules || !(needs_extra_modules(s) || s.is_paravirt()))
+        && crate::stock::is_stock(s.name) == rig.qemu_release.stock
 }
 
 /// The two sets of runs.
@@ -89,7 +91,11 @@ pub fn selection(s: &Scenario, k: &KernelSpec) -> Option<Set> {
 /// Which set runs `s` on kernel `k` under QEMU `q`: [`selection`] on the
 /// main QEMU; on another, the smoke set on the newest kernel.
 pub fn selection_on(s: &Scenario, k: &KernelSpec, q: &QemuRelease) -> Option<Set> {
-    if q.is_main() {
+    if crate::stock::is_stock(s.name) != q.stock {
+        None
+    } else if q.stock {
+        crate::stock::selection(k)
+    } else if q.is_main() {
         selection(s, k)
     } else if k != KernelSpec::newest() {
         None
@@ -103,6 +109,10 @@ pub fn selection_on(s: &Scenario, k: &KernelSpec, q: &QemuRelease) -> Option<Set
 /// Every scenario on the oldest kernel, a sample on the middle one, and
 /// every SPE scenario on the newest.
 fn in_matrix(s: &Scenario, k: &KernelSpec) -> bool {
+    // The unpatched QEMU's own (see selection_on).
+    if crate::stock::is_stock(s.name) {
+        return false;
+    }
     if !k.private_apt {
         return true;
     }
@@ -204,6 +214,35 @@ mod tests {
         assert!(all
             .iter()
             .all(|s| selection_on(s, &MATRIX[0], main) == selection(s, &MATRIX[0])));
+    }
+
+    /// The unpatched QEMU runs the stock scenarios and nothing else, and
+    /// no patched one runs them: in CI on the newest kernel, by hand on
+    /// the middle one.
+    #[test]
+    fn the_stock_qemu_runs_its_own_scenarios_only() {
+        let all = super::super::all();
+        let stock = QemuRelease::by_version("stock").unwrap();
+        for k in MATRIX {
+            for s in &all {
+                let on_stock = selection_on(s, k, stock);
+                if crate::stock::is_stock(s.name) {
+                    let want = if k == KernelSpec::newest() {
+                        Some(Set::Ci)
+                    } else if k.private_apt {
+                        Some(Set::ByHand)
+                    } else {
+                        None
+                    };
+                    assert_eq!(on_stock, want, "{} on {}", s.name, k.name);
+                    for q in QemuRelease::patched() {
+                        assert_eq!(selection_on(s, k, q), None, "{} on {}", s.name, q.version);
+                    }
+                } else {
+                    assert_eq!(on_stock, None, "{} on the stock QEMU", s.name);
+                }
+            }
+        }
     }
 
     #[test]

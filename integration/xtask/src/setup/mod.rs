@@ -43,6 +43,9 @@ pub struct QemuRelease {
     pub vhost_user_device: &'static str,
     /// The variable that points the harness at a hand-built binary instead.
     pub override_var: &'static str,
+    /// Built as the tarball has it, without a series: the stock-QEMU
+    /// path's QEMU (the TCG plugin and the paravirtual device).
+    pub stock: bool,
 }
 
 /// The releases, the main one first: `cargo xtask test`'s matrix runs on
@@ -54,6 +57,7 @@ pub const QEMU_RELEASES: &[QemuRelease] = &[
         source: QemuSource::Backports,
         vhost_user_device: "vhost-user-device-pci",
         override_var: "SPE_QEMU",
+        stock: false,
     },
     QemuRelease {
         version: "10.2.2",
@@ -61,6 +65,15 @@ pub const QEMU_RELEASES: &[QemuRelease] = &[
         source: QemuSource::Unstable("1:10.2.2+ds-1"),
         vhost_user_device: "vhost-user-test-device-pci",
         override_var: "SPE_QEMU_10_2",
+        stock: false,
+    },
+    QemuRelease {
+        version: "10.2.2",
+        tarball: "qemu_10.2.2+ds.orig.tar.xz",
+        source: QemuSource::Unstable("1:10.2.2+ds-1"),
+        vhost_user_device: "vhost-user-test-device-pci",
+        override_var: "SPE_QEMU_STOCK",
+        stock: true,
     },
 ];
 
@@ -75,18 +88,40 @@ impl QemuRelease {
         self == Self::main()
     }
 
-    /// `--qemu V`: a release by its version, or by its first two numbers.
+    /// `--qemu V`: a release by its version, or by its first two numbers
+    /// (`10.2`); `stock` is the unpatched one.
     pub fn by_version(v: &str) -> Result<&'static QemuRelease> {
         QEMU_RELEASES
             .iter()
-            .find(|r| r.version == v || r.version.rsplit_once('.').is_some_and(|(mm, _)| mm == v))
+            .find(|r| {
+                if v == "stock" {
+                    return r.stock;
+                }
+                !r.stock
+                    && (r.version == v || r.version.rsplit_once('.').is_some_and(|(mm, _)| mm == v))
+            })
             .with_context(|| {
-                let all: Vec<&str> = QEMU_RELEASES.iter().map(|r| r.version).collect();
+                let all: Vec<String> = QEMU_RELEASES.iter().map(|r| r.label()).collect();
                 format!(
-                    "--qemu {v:?}: the series is kept for QEMU {}",
+                    "--qemu {v:?}: the QEMUs are {} (stock: `--qemu stock`)",
                     all.join(", ")
                 )
             })
+    }
+
+    /// The version, and `-stock` for the unpatched build: the name of its
+    /// cache folder, runs folder and install prefix.
+    pub fn label(&self) -> String {
+        if self.stock {
+            format!("{}-stock", self.version)
+        } else {
+            self.version.to_string()
+        }
+    }
+
+    /// The releases a series is kept for (`qemu-patches/<version>/`).
+    pub fn patched() -> impl Iterator<Item = &'static QemuRelease> {
+        QEMU_RELEASES.iter().filter(|r| !r.stock)
     }
 
     /// `qemu-patches/<version>`.

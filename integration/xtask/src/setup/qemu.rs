@@ -63,13 +63,18 @@ pub(super) fn qemu(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
         if !q.is_file() {
             bail!("{var}={} is not a file", q.display());
         }
-        eprintln!("==> QEMU {} from {var}: {}", release.version, q.display());
+        eprintln!("==> QEMU {} from {var}: {}", release.label(), q.display());
         return Ok(q);
     }
     let version = release.version;
     let patch_dir = release.patch_dir(&paths.repo);
-    let key = series_key(&patch_dir, version)?;
-    let dir = paths.cache.join("qemu").join(format!("{version}-{key}"));
+    let dir = if release.stock {
+        paths.cache.join("qemu").join(release.label())
+    } else {
+        let key = series_key(&patch_dir, version)?;
+        paths.cache.join("qemu").join(format!("{version}-{key}"))
+    };
+    let label = release.label();
     let build = dir.join("build");
     let binary = build.join("qemu-system-aarch64");
     let complete = dir.join(".complete");
@@ -82,18 +87,22 @@ pub(super) fn qemu(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
     let src = dir.join("src");
     let src_ok = dir.join(".src-complete");
     if !src_ok.exists() {
-        let step = Step::new(format!(
-            "QEMU {version}: unpacking and applying qemu-patches/{version}/"
-        ));
+        let step = Step::new(if release.stock {
+            format!("QEMU {label}: unpacking, no patches")
+        } else {
+            format!("QEMU {version}: unpacking and applying qemu-patches/{version}/")
+        });
         let _ = fs::remove_dir_all(&src);
         unpack(&tarball, &src)?;
-        apply_series(&patch_dir, &src)?;
+        if !release.stock {
+            apply_series(&patch_dir, &src)?;
+        }
         write_atomic(&src_ok, b"ok\n")?;
         step.done("ready");
     }
 
     if !build.join("build.ninja").exists() {
-        let step = Step::new(format!("QEMU {version}: configure"));
+        let step = Step::new(format!("QEMU {label}: configure"));
         let _ = fs::remove_dir_all(&build);
         configure(&src, &build)?;
         step.done("configured");
@@ -103,7 +112,7 @@ pub(super) fn qemu(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
         .map(|n| n.get())
         .unwrap_or(2);
     let step = Step::new(format!(
-        "QEMU {version}: ninja -j{jobs} qemu-system-aarch64 (about 8 min on 2 cores; log in {})",
+        "QEMU {label}: ninja -j{jobs} qemu-system-aarch64 (about 8 min on 2 cores; log in {})",
         build.join("ninja.log").display()
     ));
     run_logged(
@@ -351,6 +360,7 @@ mod tests {
     #[test]
     fn the_series_are_in_step() {
         let (old, new) = (subjects(&QEMU_RELEASES[0]), subjects(&QEMU_RELEASES[1]));
+        assert!(!QEMU_RELEASES[1].stock);
         assert_eq!(
             old[0],
             "hw/virtio: make the generic vhost-user device user-creatable"

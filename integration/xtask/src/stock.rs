@@ -1,0 +1,73 @@
+//! The stock-QEMU path: an unpatched QEMU 10.2.2 with the TCG plugin
+//! (`plugin/`) feeding the paravirtual device, which the guest's
+//! `virtio_spe` module drives.
+
+use crate::kernels::KernelSpec;
+use crate::proofs;
+use crate::scenario::{Expect, Judge, RunOutput, Scenario, SpeRun};
+use crate::scenarios::Set;
+use spe_protocol::profile::CpuProfile;
+
+/// The scenarios of [`scenarios`]: the only ones the unpatched QEMU runs.
+pub const SCENARIOS: &[&str] = &["stock-profile", "stock-no-plugin"];
+
+pub fn is_stock(name: &str) -> bool {
+    SCENARIOS.contains(&name)
+}
+
+/// Which kernels run them: the newest in CI, the middle one by hand (the
+/// unpatched QEMU's build already costs CI about 8 minutes).
+pub fn selection(k: &KernelSpec) -> Option<Set> {
+    if k == KernelSpec::newest() {
+        Some(Set::Ci)
+    } else if k.private_apt {
+        Some(Set::ByHand)
+    } else {
+        None
+    }
+}
+
+pub fn scenarios() -> Vec<Scenario> {
+    let run = |name, guest, expect, spe| Scenario::new(name, guest, 300, expect).spe(spe);
+    vec![
+        run(
+            "stock-profile",
+            "stock-profile",
+            Expect::pass(check_profile),
+            SpeRun::stock(CpuProfile::NeoverseN1),
+        ),
+        // The negative control: the same guest without `-plugin`. The
+        // device is there and the driver probes, but nothing samples.
+        run(
+            "stock-no-plugin",
+            "stock-profile",
+            Expect::RunnerFailure {
+                reason: "no records",
+                console: "spe_records=0",
+            },
+            SpeRun {
+                plugin: false,
+                ..SpeRun::stock(CpuProfile::NeoverseN1)
+            },
+        ),
+    ]
+}
+
+/// `spe-profile`'s proof, with the bar for the workload's share
+/// (85 % of the user-space records), on a guest CPU without SPE.
+fn check_profile(out: &RunOutput) -> Result<(), String> {
+    let j = Judge::new(out);
+    j.want("workload_share_pct", ">= 85", |v| v >= 85.0);
+    j.zero(&["native_spe_probes", "kernel_warnings"]);
+    j.finish()?;
+    proofs::check_spe_profile(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_list_names_every_stock_scenario() {
+        let names: Vec<&str> = super::scenarios().iter().map(|s| s.name).collect();
+        assert_eq!(names, super::SCENARIOS);
+    }
+}
