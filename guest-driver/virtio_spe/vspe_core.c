@@ -287,7 +287,16 @@ static void vspe_remove(struct virtio_device *vdev)
 	vspe_pmu_remove(v);
 }
 
-static const struct virtio_device_id vspe_id_table[] = {
+/*
+ * QEMU up to 10.2 aborts on a virtio-id it has no name for, which 58 is:
+ * on an unpatched QEMU the device takes an ID QEMU names and Linux has no
+ * driver for, and the driver is told which.
+ */
+static unsigned int virtio_id = VIRTIO_ID_SPE;
+module_param(virtio_id, uint, 0444);
+MODULE_PARM_DESC(virtio_id, "virtio device ID to bind (default 58)");
+
+static struct virtio_device_id vspe_id_table[] = {
 	{ VIRTIO_ID_SPE, VIRTIO_DEV_ANY_ID },
 	{ 0 },
 };
@@ -303,7 +312,19 @@ static struct virtio_driver vspe_driver = {
 	.probe = vspe_probe,
 	.remove = vspe_remove,
 };
-module_virtio_driver(vspe_driver);
+
+static int __init vspe_init(void)
+{
+	vspe_id_table[0].device = virtio_id;
+	return register_virtio_driver(&vspe_driver);
+}
+module_init(vspe_init);
+
+static void __exit vspe_exit(void)
+{
+	unregister_virtio_driver(&vspe_driver);
+}
+module_exit(vspe_exit);
 
 MODULE_DESCRIPTION("Paravirtual Arm SPE (virtio-spe) perf driver");
 MODULE_LICENSE("GPL");

@@ -2,7 +2,9 @@
 //! options unchanged, plus exactly what SPE needs (shared memfd RAM of the
 //! user's `-m` size as the machine's memory backend, `spe=on` and
 //! `spe-socket=` on the `-cpu`), and what the backend must be told (the
-//! vCPU count of `-smp`, EL2 for `virtualization=on`).
+//! vCPU count of `-smp`, EL2 for `virtualization=on`). With `--spe-stock`
+//! (an unpatched QEMU, 10.2 on): the shared RAM, the generic vhost-user
+//! device and the TCG plugin instead of `spe=on`.
 
 use std::path::{Path, PathBuf};
 
@@ -65,9 +67,24 @@ pub struct SpeOptions {
     /// `--spe-record DIR`: the backend keeps every record there
     /// (`vhost-device-spe report DIR`).
     pub record: Option<PathBuf>,
+    /// `--spe-stock`: an unpatched QEMU (10.2 on), the paravirtual device
+    /// and the TCG plugin as its sample source.
+    pub stock: bool,
+    /// `--spe-plugin PATH`: the TCG plugin (`libspe_plugin.so`).
+    pub plugin: Option<PathBuf>,
     /// `--spe-help`.
     pub help: bool,
 }
+
+/// The stock path's sockets: the vhost-user device's and the plugin's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stock {
+    pub plugin: PathBuf,
+    pub plugin_socket: PathBuf,
+}
+
+/// QEMU 10.2's user-creatable generic vhost-user device.
+pub const STOCK_DEVICE: &str = "vhost-user-test-device-pci";
 
 /// What to run: QEMU's arguments and the backend's.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,6 +118,11 @@ pub enum Error {
         list = CpuProfile::names()
     )]
     NoCpu,
+    #[error(
+        "no -cpu: virt's default CPU (cortex-a15) is 32-bit; name an AArch64 \
+         CPU with -cpu (the plugin samples AArch64 guests)"
+    )]
+    NoCpuStock,
     #[error(
         "-cpu {0}: vhost-device-spe models no such core; SPE is offered on \
          -cpu {list}",
@@ -144,6 +166,10 @@ pub fn split_spe_options(args: &[String]) -> Result<(SpeOptions, Vec<String>), E
             spe.help = true;
             continue;
         }
+        if name == "stock" {
+            spe.stock = true;
+            continue;
+        }
         let (name, inline) = match name.split_once('=') {
             Some((n, v)) => (n, Some(v.to_string())),
             None => (name, None),
@@ -165,6 +191,7 @@ pub fn split_spe_options(args: &[String]) -> Result<(SpeOptions, Vec<String>), E
             "qemu" => spe.qemu = Some(value.into()),
             "backend" => spe.backend = Some(value.into()),
             "record" => spe.record = Some(value.into()),
+            "plugin" => spe.plugin = Some(value.into()),
             _ => return Err(Error::UnknownSpeOption(format!("--spe-{name}"))),
         }
     }
@@ -316,7 +343,12 @@ fn shared_ram(objects: &[String], id: &str) -> Result<(), Error> {
 /// gives as shared memory backends (`memory-backend=` on the machine, or
 /// `-numa node,memdev=` per node, as virtme-ng does for virtiofs) is
 /// kept; otherwise `spe-qemu` adds one of the `-m` size.
-pub fn plan(args: &[String], spe: &SpeOptions, socket: &Path) -> Result<Plan, Error> {
+pub fn plan(
+    args: &[String],
+    spe: &SpeOptions,
+    socket: &Path,
+    stock: Option<&Stock>,
+) -> Result<Plan, Error> {
     let mut out: Vec<String> = Vec::with_capacity(args.len() + 4);
     // Indices into `out` of the last -machine and -cpu values.
     let (mut machine, mut cpu, mut machine_type) = (None, None, None);
@@ -390,6 +422,7 @@ pub fn plan(args: &[String], spe: &SpeOptions, socket: &Path) -> Result<Plan, Er
         .filter(|_| machine_type.is_some())
         .ok_or(Error::NoMachine)?;
     let profile = match (cpu, spe.cpu) {
+        (None, None) if stock.is_some() => return Err(Error::NoCpuStock),
         (None, None) => return Err(Error::NoCpu),
         (None, Some(p)) => {
             out.push("-cpu".into());
@@ -398,16 +431,22 @@ pub fn plan(args: &[String], spe: &SpeOptions, socket: &Path) -> Result<Plan, Er
         }
         (Some(i), p) => {
             let model = parts(&out[i]).swap_remove(0);
-            let of_cpu =
-                CpuProfile::from_name(&model).ok_or_else(|| Error::NoProfile(model.clone()))?;
-            match p {
-                Some(p) if p != of_cpu => return Err(Error::OtherCpu { spe: p, cpu: model }),
-                _ => of_cpu,
+            match (CpuProfile::from_name(&model), p) {
+                (Some(of_cpu), Some(p)) if p != of_cpu => {
+                    return Err(Error::OtherCpu { spe: p, cpu: model })
+                }
+                (Some(of_cpu), _) => of_cpu,
+                // The stock path's guest CPU has no SPE: the device's ID
+                // values are --spe-cpu's, or a Neoverse N1's.
+                (None, p) if stock.is_some() => p.unwrap_or(CpuProfile::NeoverseN1),
+                (None, _) => return Err(Error::NoProfile(model)),
             }
         }
     };
     let cpu = cpu.unwrap_or(out.len() - 1);
-    out[cpu].push_str(&format!(",spe=on,spe-socket={}", socket.display()));
+    if stock.is_none() {
+        out[cpu].push_str(&format!(",spe=on,spe-socket={}", socket.display()));
+    }
     if user_ram.is_empty() {
         out[machine].push_str(&format!(",memory-backend={RAM_ID}"));
         out.push("-object".into());
@@ -419,15 +458,41 @@ pub fn plan(args: &[String], spe: &SpeOptions, socket: &Path) -> Result<Plan, Er
         shared_ram(&objects, id)?;
     }
 
-    let mut backend_args = vec![
-        "--qemu-socket".to_string(),
-        socket.display().to_string(),
+    let mut backend_args = match stock {
+        None => vec!["--qemu-socket".to_string(), socket.display().to_string()],
+        Some(st) => {
+            out.extend([
+                "-chardev".into(),
+                format!("socket,id=spe0,path={}", socket.display()),
+                "-device".into(),
+                format!(
+                    "{STOCK_DEVICE},chardev=spe0,virtio-id={},num_vqs={},config_size={}",
+                    spe_protocol::virtio::VIRTIO_ID_SPE_STOCK,
+                    spe_protocol::virtio::NUM_QUEUES,
+                    spe_protocol::virtio::VIRTIO_SPE_CONFIG_SIZE
+                ),
+                "-plugin".into(),
+                format!(
+                    "{},socket={}",
+                    st.plugin.display(),
+                    st.plugin_socket.display()
+                ),
+            ]);
+            vec![
+                "--socket-path".to_string(),
+                socket.display().to_string(),
+                "--plugin-socket".into(),
+                st.plugin_socket.display().to_string(),
+            ]
+        }
+    };
+    backend_args.extend([
         "--vcpus".into(),
         vcpus.to_string(),
         "--cpu".into(),
         profile.name().into(),
-    ];
-    if el2 {
+    ]);
+    if el2 && stock.is_none() {
         backend_args.push("--el2".into());
     }
     for (option, path) in [
@@ -440,7 +505,15 @@ pub fn plan(args: &[String], spe: &SpeOptions, socket: &Path) -> Result<Plan, Er
         }
     }
     let mut notes = Vec::new();
-    if !profile.has_e0pd() && !append_unmaps_kernel(&out) {
+    if stock.is_some() {
+        notes.push(format!(
+            "the guest reaches SPE through the paravirtual device, ID {id} on \
+                 an unpatched QEMU: load its driver with that ID (insmod \
+                 virtio_spe.ko virtio_id={id}, from guest-driver/virtio_spe) and \
+                 profile with perf record -e arm_spe_0//",
+            id = spe_protocol::virtio::VIRTIO_ID_SPE_STOCK
+        ));
+    } else if !profile.has_e0pd() && !append_unmaps_kernel(&out) {
         notes.push(format!(
             "a {profile} has no FEAT_E0PD: with KASLR on, Linux unmaps the \
              kernel at EL0 (KPTI) and its SPE driver refuses (\"profiling buffer \
@@ -475,7 +548,56 @@ mod tests {
 
     fn plan_of(s: &str) -> Result<Plan, Error> {
         let (spe, rest) = split_spe_options(&args(s))?;
-        plan(&rest, &spe, Path::new("/run/x/spe.sock"))
+        let stock = spe.stock.then(|| Stock {
+            plugin: "/opt/lib/libspe_plugin.so".into(),
+            plugin_socket: "/run/x/plugin.sock".into(),
+        });
+        plan(&rest, &spe, Path::new("/run/x/spe.sock"), stock.as_ref())
+    }
+
+    /// The stock path: the same command line gets the vhost-user device
+    /// and the plugin instead of spe=on, and the backend serves both.
+    #[test]
+    fn the_stock_command_line() {
+        let p = plan_of(
+            "--spe-stock -M virt -cpu max -m 1G -smp 2 -nographic -kernel Image \
+             -append console=ttyAMA0",
+        )
+        .unwrap();
+        assert_eq!(
+            p.qemu_args,
+            args(
+                "-M virt,memory-backend=spe-ram -cpu max -m 1G -smp 2 -nographic \
+                 -kernel Image -append console=ttyAMA0 \
+                 -object memory-backend-memfd,id=spe-ram,size=1073741824,share=on \
+                 -chardev socket,id=spe0,path=/run/x/spe.sock \
+                 -device vhost-user-test-device-pci,chardev=spe0,virtio-id=38,num_vqs=2,config_size=64 \
+                 -plugin /opt/lib/libspe_plugin.so,socket=/run/x/plugin.sock"
+            )
+        );
+        assert_eq!(
+            p.backend_args,
+            args(
+                "--socket-path /run/x/spe.sock --plugin-socket /run/x/plugin.sock \
+                 --vcpus 2 --cpu max"
+            )
+        );
+        assert!(
+            p.notes[0].contains("virtio_spe.ko virtio_id=38"),
+            "{:?}",
+            p.notes
+        );
+        // Any AArch64 CPU: the device's ID values are a Neoverse N1's
+        // unless --spe-cpu says otherwise; no -cpu at all is refused.
+        let p = plan_of("--spe-stock -M virt -cpu cortex-a72 -kernel I").unwrap();
+        assert!(p.qemu_args.contains(&"cortex-a72".to_string()));
+        assert_eq!(p.backend_args.last().unwrap(), "neoverse-n1");
+        let p = plan_of("--spe-stock --spe-cpu max -M virt -cpu cortex-a72 -kernel I").unwrap();
+        assert_eq!(p.backend_args.last().unwrap(), "max");
+        assert_eq!(
+            plan_of("--spe-stock -M virt -kernel I"),
+            Err(Error::NoCpuStock)
+        );
     }
 
     /// QEMU's documented virt command line, rewritten.

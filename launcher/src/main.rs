@@ -49,7 +49,17 @@ Options (taken out before QEMU sees the command line):
                              `vhost-device-spe report DIR --system-map System.map`
                              (no perf needed in the guest)
   --spe-qemu PATH            the patched QEMU (default: $SPE_QEMU, else
-                             qemu-system-aarch64-spe beside spe-qemu, else on PATH)
+                             qemu-system-aarch64-spe beside spe-qemu, else on PATH);
+                             with --spe-stock, the QEMU you have (default:
+                             qemu-system-aarch64 on PATH)
+  --spe-stock                an unpatched QEMU (10.2 or later, built with
+                             plugins): no spe=on; the guest gets the paravirtual
+                             device (vhost-user-test-device-pci) and its driver
+                             (guest-driver/virtio_spe) profiles the samples the
+                             TCG plugin takes; any AArch64 -cpu
+  --spe-plugin PATH          the TCG plugin (default: $SPE_PLUGIN, else
+                             ../lib/vhost-device-spe/libspe_plugin.so from
+                             spe-qemu, else libspe_plugin.so beside it)
   --spe-backend PATH         vhost-device-spe (default: beside spe-qemu, else on
                              PATH)
   --spe-help                 this text
@@ -111,7 +121,11 @@ fn run() -> Result<ExitCode, LaunchError> {
         print!("{HELP}");
         return Ok(ExitCode::SUCCESS);
     }
-    let qemu = find_qemu(&spe)?;
+    let qemu = if spe.stock {
+        find_stock_qemu(&spe)?
+    } else {
+        find_qemu(&spe)?
+    };
     if cmdline::asks_only_for_information(&qemu_args) {
         let e = Command::new(&qemu).args(&qemu_args).exec();
         return Err(io_err(format!("running {}", qemu.display()))(e));
@@ -119,7 +133,15 @@ fn run() -> Result<ExitCode, LaunchError> {
     let backend = find_backend(&spe)?;
     let dir = RuntimeDir::new()?;
     let socket = dir.0.join("spe.sock");
-    let plan = cmdline::plan(&qemu_args, &spe, &socket)?;
+    let stock = if spe.stock {
+        Some(cmdline::Stock {
+            plugin: find_plugin(&spe)?,
+            plugin_socket: dir.0.join("plugin.sock"),
+        })
+    } else {
+        None
+    };
+    let plan = cmdline::plan(&qemu_args, &spe, &socket, stock.as_ref())?;
     let log = spe.log.clone().unwrap_or_else(|| dir.0.join("backend.log"));
     for note in &plan.notes {
         eprintln!("spe-qemu: note: {note}");
@@ -185,6 +207,36 @@ fn find_qemu(spe: &SpeOptions) -> Result<PathBuf, LaunchError> {
         what: "qemu-system-aarch64-spe",
         hint: "install it with `cargo xtask install`, or name the patched QEMU with --spe-qemu",
     })
+}
+
+/// `--spe-stock`'s QEMU: the user's own, unpatched.
+fn find_stock_qemu(spe: &SpeOptions) -> Result<PathBuf, LaunchError> {
+    find(&spe.qemu, None, "qemu-system-aarch64").ok_or(LaunchError::NotFound {
+        what: "qemu-system-aarch64",
+        hint: "--spe-stock runs the QEMU on PATH (10.2 or later, with plugins), or name it with --spe-qemu",
+    })
+}
+
+/// The TCG plugin: `--spe-plugin`, `$SPE_PLUGIN`, where `cargo xtask
+/// install` puts it (`PREFIX/lib/vhost-device-spe/`), or beside spe-qemu.
+fn find_plugin(spe: &SpeOptions) -> Result<PathBuf, LaunchError> {
+    const NAME: &str = "libspe_plugin.so";
+    if let Some(p) = spe
+        .plugin
+        .clone()
+        .or_else(|| std::env::var_os("SPE_PLUGIN").map(PathBuf::from))
+    {
+        return Ok(p);
+    }
+    let exe = std::env::current_exe().ok();
+    let dir = exe.as_deref().and_then(Path::parent);
+    dir.into_iter()
+        .flat_map(|d| [d.join("../lib/vhost-device-spe").join(NAME), d.join(NAME)])
+        .find(|p| p.is_file())
+        .ok_or(LaunchError::NotFound {
+            what: NAME,
+            hint: "install it with `cargo xtask install`, or name it with --spe-plugin",
+        })
 }
 
 fn find_backend(spe: &SpeOptions) -> Result<PathBuf, LaunchError> {

@@ -423,6 +423,9 @@ pub unsafe extern "C" fn qemu_plugin_install(
     match install(id, info, argc, argv) {
         Ok(()) => 0,
         Err(e) => {
+            // On stderr too: QEMU logs plugin output only with -d plugin,
+            // and says no more than that the install failed.
+            eprintln!("spe-plugin: {e}");
             out(&e);
             -1
         }

@@ -58,6 +58,15 @@ use crate::regs::{encode, SysReg};
 
 /// Virtio device ID of the SPE device (unallocated in the virtio spec).
 pub const VIRTIO_ID_SPE: u32 = 58;
+
+/// The ID the device takes on an unpatched QEMU (the stock-QEMU path):
+/// QEMU up to 10.2 aborts at start-up on a `virtio-id` it has no name for
+/// (58 among them; the series' patch "hw/virtio: do not abort on a virtio
+/// ID without a name" fixes that), so the device borrows one it names and
+/// Linux has no driver for: 38, the parameter server
+/// (`virtio-param-serv`). The guest driver is told (`insmod virtio_spe.ko
+/// virtio_id=38`).
+pub const VIRTIO_ID_SPE_STOCK: u32 = 38;
 /// Number of virtqueues.
 pub const NUM_QUEUES: usize = 2;
 /// Index of the control queue.

@@ -3,11 +3,7 @@
 # arm_spe_0 on a CPU without SPE, and spe-profile.sh's checks hold the
 # records to the same standard as full emulation's: the workload's
 # functions, its array's VAs and their PAs, branch targets, timestamps.
-dmesg -c > /dev/null
-if ! load_extra virtio_spe; then
-    fail "insmod virtio_spe failed"
-    return
-fi
+# The harness has init load virtio_spe first (spe.load=virtio_spe).
 dmesg | grep -m 3 -E 'virtio_spe|arm_spe'
 result native_spe_probes=$(dmesg | grep -c 'arm_spe_pmu.*probed')
 . /scenarios/spe-profile.sh

@@ -134,6 +134,7 @@ fn real_main(args: &[String]) -> Result<bool> {
             "run",
             "series-build",
             "scenarios",
+            "bench-overhead",
         ]
         .contains(&cmd.as_str())
     {
@@ -174,16 +175,32 @@ fn real_main(args: &[String]) -> Result<bool> {
             let paths = Paths::discover()?;
             let env = setup::setup(&paths, &[], &one_release)?;
             build_backend(&paths)?;
-            let launcher =
-                install::install(&env.qemus[0].binary, &paths.target.join("release"), &prefix)?;
+            let q = &env.qemus[0];
+            let launcher = install::install(
+                (!q.release.stock).then_some(q.binary.as_path()),
+                &paths.target.join("release"),
+                &prefix,
+            )?;
             println!("installed into {}:", launcher.parent().unwrap().display());
-            println!(
-                "  {}  (QEMU {}, patched)",
-                install::QEMU_NAME,
-                env.qemus[0].release.version
-            );
+            if q.release.stock {
+                println!(
+                    "  (no QEMU: the stock path runs yours; this build is {})",
+                    q.binary.display()
+                );
+            } else {
+                println!(
+                    "  {}  (QEMU {}, patched)",
+                    install::QEMU_NAME,
+                    q.release.version
+                );
+            }
             println!("  vhost-device-spe");
             println!("  spe-qemu  (spe-qemu --spe-help)");
+            println!(
+                "  {}/{}  (spe-qemu --spe-stock)",
+                install::PLUGIN_DIR,
+                install::PLUGIN_NAME
+            );
             Ok(true)
         }
         "demo" => demo(&one_kernel),
@@ -243,8 +260,8 @@ fn real_main(args: &[String]) -> Result<bool> {
                 .unwrap_or(VCPUS);
             let paths = Paths::discover()?;
             // The overhead is measured on the kernel BENCHMARKS.md names.
-            let mut rig =
-                prepare(&paths, &[&kernels::MATRIX[0]], &[QemuRelease::main()])?.remove(0);
+            // `--qemu stock`: the stock-QEMU path's rows on the unpatched build.
+            let mut rig = prepare(&paths, &[&kernels::MATRIX[0]], &one_release)?.remove(0);
             rig.pin_vcpu0 = rest.iter().any(|a| a == "--pin");
             rig.vcpus = vcpus;
             let builds = ab_builds(rest)?;
@@ -422,8 +439,9 @@ fn prepare(
         } else {
             work.join(format!("prefix-{}", q.release.label()))
         };
+        // The stock path runs the user's own QEMU (`--spe-qemu`).
         launchers.push(install::install(
-            &q.binary,
+            (!q.release.stock).then_some(q.binary.as_path()),
             &paths.target.join("release"),
             &prefix,
         )?);

@@ -9,7 +9,7 @@ use crate::scenarios::Set;
 use spe_protocol::profile::CpuProfile;
 
 /// The scenarios of [`scenarios`]: the only ones the unpatched QEMU runs.
-pub const SCENARIOS: &[&str] = &["stock-profile", "stock-no-plugin"];
+pub const SCENARIOS: &[&str] = &["stock-profile", "stock-no-plugin", "stock-launcher"];
 
 pub fn is_stock(name: &str) -> bool {
     SCENARIOS.contains(&name)
@@ -50,7 +50,27 @@ pub fn scenarios() -> Vec<Scenario> {
                 ..SpeRun::stock(CpuProfile::NeoverseN1)
             },
         ),
+        // `spe-qemu --spe-stock` from a plain command line, installed as
+        // `cargo xtask install` does (the plugin under lib/).
+        run(
+            "stock-launcher",
+            "stock-launcher",
+            Expect::pass(check_launcher),
+            SpeRun {
+                launcher: true,
+                ..SpeRun::stock(CpuProfile::NeoverseN1)
+            },
+        ),
     ]
+}
+
+/// The device's PMU is there and perf decoded its records.
+fn check_launcher(out: &RunOutput) -> Result<(), String> {
+    let j = Judge::new(out);
+    j.is("pmu", "present");
+    j.positive(&["launcher_records"]);
+    j.zero(&["launcher_bad"]);
+    j.finish()
 }
 
 /// `spe-profile`'s proof, with the bar for the workload's share

@@ -30,6 +30,48 @@ pub struct Config {
 /// The core every row runs on, SPE off included.
 const CORE: CpuProfile = CpuProfile::NeoverseN1;
 
+/// The stock-QEMU path's rows, on the unpatched QEMU: the same runs,
+/// against the same QEMU without the plugin (and without the device).
+pub fn stock_configs() -> Vec<Config> {
+    let stock = || Some(SpeRun::stock(CORE));
+    let stock256 = || {
+        Some(SpeRun {
+            min_interval: Some(256),
+            ..SpeRun::stock(CORE)
+        })
+    };
+    let row = |name, guest, spe| Config { name, guest, spe };
+    vec![
+        row("stock QEMU, no plugin", "workload", None),
+        row("plugin and device, not profiling", "workload", stock()),
+        row(
+            "perf -c 1048576 arm_spe_0//u: counting only",
+            "workload-perf-counting",
+            stock(),
+        ),
+        row(
+            "perf arm_spe_0//, default period (1024)",
+            "workload-perf",
+            stock(),
+        ),
+        row(
+            "  same, every record filtered in the backend",
+            "workload-perf-filtered",
+            stock(),
+        ),
+        row(
+            "perf -c 256 arm_spe_0// (PMSIDR interval 256)",
+            "workload-perf-256",
+            stock256(),
+        ),
+        row(
+            "  same, every record filtered in the backend",
+            "workload-perf-256-filtered",
+            stock256(),
+        ),
+    ]
+}
+
 pub fn configs() -> Vec<Config> {
     let spe = || Some(SpeRun::new(CORE));
     // Linux raises a period below PMSIDR_EL1.Interval to it.
@@ -180,7 +222,11 @@ pub fn table(rows: &[(&str, Outcome)]) -> String {
 /// Runs every configuration `runs` times, interleaved so that a slow
 /// spell of the machine spreads over all of them, and prints the table.
 pub fn run(rig: &Rig, runs: usize, measure: Measure) -> Result<bool> {
-    let configs = configs();
+    let configs = if rig.qemu_release.stock {
+        stock_configs()
+    } else {
+        configs()
+    };
     if rig.pin_vcpu0 {
         eprintln!("==> every run: QEMU's vCPU 0 thread alone on the first allowed host CPU");
     }

@@ -1,7 +1,7 @@
 //! The command lines of a run: QEMU's, `spe-qemu`'s and the backend's.
 
 use super::{callgrind, GuestRun, Rig};
-use crate::scenario::{CONFIG_SIZE, NUM_VQS, VIRTIO_ID};
+use crate::scenario::{CONFIG_SIZE, NUM_VQS, VIRTIO_ID, VIRTIO_ID_STOCK};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -82,6 +82,10 @@ impl Rig {
     pub(super) fn launcher_command(&self, spec: &GuestRun, backend_log: &Path) -> Command {
         let spe = spec.spe.as_ref().expect("a launcher run is an SPE run");
         let mut c = Command::new(&self.launcher);
+        if spe.stock {
+            // The QEMU the user has: here the unpatched build.
+            c.arg("--spe-stock").arg("--spe-qemu").arg(&self.qemu);
+        }
         // The backend's profile follows -cpu.
         c.arg("--spe-log")
             .arg(backend_log)
@@ -96,7 +100,7 @@ impl Rig {
             .args(["-nographic", "-nic", "none", "-no-reboot"]);
         self.boot_args(
             &mut c,
-            &format!("spe.scenario={}{}", spec.scenario, kpti(spec)),
+            &format!("spe.scenario={}{}{}", spec.scenario, kpti(spec), load(spec)),
         );
         c
     }
@@ -179,9 +183,11 @@ impl Rig {
         self.boot_args(
             &mut c,
             &format!(
-                "spe.scenario={} spe.virtio_id={VIRTIO_ID}{}{}",
+                "spe.scenario={} spe.virtio_id={}{}{}{}",
                 spec.scenario,
+                virtio_id(spec),
                 kpti(spec),
+                load(spec),
                 clock.map_or(String::new(), |c| format!(
                     " spe.mark_pause={}{}",
                     callgrind::PAUSE_S,
@@ -190,12 +196,21 @@ impl Rig {
             ),
         );
         if spec.backend && spec.spe.as_ref().is_none_or(|s| s.paravirt) {
+            // An unpatched QEMU's generic vhost-user device fails to start on
+            // a chardev that connects later (reconnect-ms): the series'
+            // vhost-user-base fixes are what make reconnecting work.
+            let reconnect = if spec.spe.as_ref().is_some_and(|s| s.stock) {
+                ""
+            } else {
+                ",reconnect-ms=1000"
+            };
             c.arg("-chardev")
-                .arg(format!("socket,id=spe0,path={},reconnect-ms=1000", socket.display()))
+                .arg(format!("socket,id=spe0,path={}{reconnect}", socket.display()))
                 .arg("-device")
                 .arg(format!(
-                    "{},chardev=spe0,virtio-id={VIRTIO_ID},num_vqs={NUM_VQS},config_size={CONFIG_SIZE}",
-                    self.qemu_release.vhost_user_device
+                    "{},chardev=spe0,virtio-id={},num_vqs={NUM_VQS},config_size={CONFIG_SIZE}",
+                    self.qemu_release.vhost_user_device,
+                    virtio_id(spec)
                 ));
         }
         if let Some(clock) = clock {
@@ -222,6 +237,25 @@ impl Rig {
     /// The TCG plugin, built beside the backend.
     pub fn plugin(&self) -> PathBuf {
         self.backend.with_file_name("libspe_plugin.so")
+    }
+}
+
+/// The paravirtual device's ID: an unpatched QEMU aborts on 58.
+fn virtio_id(spec: &GuestRun) -> u32 {
+    match &spec.spe {
+        Some(s) if s.stock => VIRTIO_ID_STOCK,
+        _ => VIRTIO_ID,
+    }
+}
+
+/// On the stock-QEMU path every run needs the paravirtual driver, bound
+/// to the ID that path uses: the guest's init loads it first.
+fn load(spec: &GuestRun) -> String {
+    match &spec.spe {
+        Some(s) if s.stock => {
+            format!(" spe.load=virtio_spe spe.load_args=virtio_id={VIRTIO_ID_STOCK}")
+        }
+        _ => String::new(),
     }
 }
 

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 /// The paravirtual device's identity, as the guest must see it.
 pub const VIRTIO_ID: u32 = spe_protocol::virtio::VIRTIO_ID_SPE;
+/// The ID it takes on the unpatched QEMU.
+pub const VIRTIO_ID_STOCK: u32 = spe_protocol::virtio::VIRTIO_ID_SPE_STOCK;
 pub const NUM_VQS: usize = spe_protocol::virtio::NUM_QUEUES;
 pub const CONFIG_SIZE: usize = spe_protocol::virtio::VIRTIO_SPE_CONFIG_SIZE;
 /// The guest's vCPUs (`-smp`, and the backend's `--vcpus`).
@@ -126,9 +128,11 @@ pub struct SpeRun {
     /// the guest's `virtio_spe` module drives. The other options apply
     /// to the backend as on the QEMU channel.
     pub paravirt: bool,
+    /// The stock-QEMU path: the paravirtual device on an unpatched QEMU,
+    /// its driver loaded by the guest's init (`spe.load=virtio_spe`).
+    pub stock: bool,
     /// On the paravirtual path, the samples come from the TCG plugin
-    /// (`-plugin libspe_plugin.so` and the backend's `--plugin-socket`):
-    /// the stock-QEMU path.
+    /// (`-plugin libspe_plugin.so` and the backend's `--plugin-socket`).
     pub plugin: bool,
 }
 
@@ -150,6 +154,7 @@ impl SpeRun {
             qemu_args: &[],
             backend_args: &[],
             paravirt: false,
+            stock: false,
             plugin: false,
         }
     }
@@ -169,6 +174,7 @@ impl SpeRun {
     pub const fn stock(cpu: CpuProfile) -> SpeRun {
         SpeRun {
             paravirt: true,
+            stock: true,
             plugin: true,
             ..SpeRun::new(cpu)
         }
