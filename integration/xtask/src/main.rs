@@ -41,17 +41,19 @@ const USAGE: &str = "usage: cargo xtask <command>
   test [--no-lint] [--full] [--kernel K] [--qemu V] [SCENARIO...]
                      setup, fmt/clippy/unit tests, then the guest scenarios
                      on every kernel of the matrix (or on K only) on QEMU
-                     10.0.2, and a smoke set on 10.2.2 (7.3); --full: also
-                     the runs left to be run by hand; --qemu V: on that
-                     QEMU only
+                     10.0.2, a smoke set on 10.2.2 (7.3) and the stock
+                     path's scenarios on the unpatched 10.2.2 (7.3);
+                     --full: also the runs left to be run by hand; --qemu
+                     V: on that QEMU only
   demo [--kernel K]  setup, then boot a guest with the backend attached
   run [--no-backend] [--spe] [--kernel K] [--qemu V] SCENARIO
                      boot one guest scenario script (integration/guest/scenarios);
                      --spe: full emulation for a script no test scenario names
   install [--prefix DIR] [--qemu V]
                      build and install qemu-system-aarch64-spe (QEMU 10.0.2, or
-                     V), vhost-device-spe and the spe-qemu launcher into
-                     DIR/bin (default ~/.local)
+                     V; none for stock), vhost-device-spe and the spe-qemu
+                     launcher into DIR/bin (default ~/.local), and the TCG
+                     plugin into DIR/lib/vhost-device-spe
   scenarios [--full] [--kernel K] [--qemu V]
                      list the scenarios of `test`, with the kernels they run on;
                      --full: also those of `test --full`
@@ -59,7 +61,8 @@ const USAGE: &str = "usage: cargo xtask <command>
                      (trixie), 7.3 (trixie-backports); run and demo default
                      to the newest, setup and test to all of them
   --qemu V           a QEMU the series is kept for (qemu-patches/V): 10.0.2
-                     (the default; also `10.0`) or 10.2.2 (`10.2`)
+                     (the default; also `10.0`) or 10.2.2 (`10.2`); or
+                     `stock`: QEMU 10.2.2 unpatched, the stock path's
   virtme-ng [--kernel K]
                      boot K under virtme-ng (from PyPI) with spe-qemu as its
                      QEMU and record with perf; then with the patched QEMU
@@ -68,9 +71,11 @@ const USAGE: &str = "usage: cargo xtask <command>
                      apply qemu-patches/V/ (each V in turn without --qemu)
                      one patch at a time to a clean QEMU and build after
                      each (slow: by hand, not in CI)
-  bench-overhead [--runs N] [--pin] [--vcpus 1] [--instructions[=icount|host]]
-                 [--ab NAME=QEMU ...]
-                     time the guest workload with SPE off, on, and sampling;
+  bench-overhead [--qemu stock] [--runs N] [--pin] [--vcpus 1]
+                 [--instructions[=icount|host]] [--ab NAME=QEMU ...]
+                     time the guest workload with SPE off, on, and sampling
+                     (--qemu stock: the stock path's plugin against the
+                     same QEMU without it);
                      print a markdown table; --pin: QEMU's vCPU 0 thread
                      alone on the first host CPU this process may use,
                      everything else on the others; --instructions: QEMU
