@@ -84,7 +84,7 @@ pub(crate) enum ProtocolError {
 /// Why SET_MEM_TABLE or SET_RING is refused (with a status: the
 /// connection stays).
 #[derive(Debug, thiserror::Error)]
-pub(super) enum ResourceError {
+pub(crate) enum ResourceError {
     #[error("{regions} regions but {fds} fds")]
     RegionFds { regions: usize, fds: usize },
     /// A region that QEMU could shrink under the mapping, or past its file.

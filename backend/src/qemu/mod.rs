@@ -24,7 +24,7 @@ mod event_handler;
 mod memory;
 mod requests;
 mod server;
-mod vm;
+pub(crate) mod vm;
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -245,6 +245,38 @@ impl Drop for Vm {
     }
 }
 
+/// Maps SET_RING's ring (the first of `fds`) after checking it is the
+/// layout's size and sealed, and takes its doorbell and IRQ eventfds (the
+/// other two). The TCG plugin's feed (`vhu_spe::feed`) hands over its
+/// ring the same way.
+pub(crate) fn map_ring(
+    setup: &RingSetup,
+    layout: Layout,
+    fds: Vec<File>,
+) -> Result<(Consumer, EventFd, EventFd), ResourceError> {
+    let [mem, doorbell, irq]: [File; 3] = fds
+        .try_into()
+        .map_err(|f: Vec<File>| ResourceError::RingFds(f.len()))?;
+    if setup.size != layout.size() as u64 {
+        return Err(ResourceError::RingSize {
+            size: setup.size,
+            layout: layout.size(),
+        });
+    }
+    // The ring is written by the other process and read here for the
+    // VM's life: one it could shrink would fault this thread with SIGBUS.
+    crate::shm::check_mappable(&mem, 0, setup.size).map_err(ResourceError::RingNotMappable)?;
+    let consumer = Consumer::new(&mem, layout).map_err(ResourceError::Ring)?;
+    // SAFETY: each File owns its descriptor; ownership moves to the EventFd.
+    let (doorbell, irq) = unsafe {
+        (
+            EventFd::from_raw_fd(doorbell.into_raw_fd()),
+            EventFd::from_raw_fd(irq.into_raw_fd()),
+        )
+    };
+    Ok((consumer, doorbell, irq))
+}
+
 impl Ring {
     /// Maps SET_RING's ring (the first of `fds`) and takes its doorbell and
     /// IRQ eventfds (the other two).
@@ -253,26 +285,7 @@ impl Ring {
         layout: Layout,
         fds: Vec<File>,
     ) -> Result<Ring, ResourceError> {
-        let [mem, doorbell, irq]: [File; 3] = fds
-            .try_into()
-            .map_err(|f: Vec<File>| ResourceError::RingFds(f.len()))?;
-        if setup.size != layout.size() as u64 {
-            return Err(ResourceError::RingSize {
-                size: setup.size,
-                layout: layout.size(),
-            });
-        }
-        // The ring is written by QEMU and read here for the VM's life: one it
-        // could shrink would fault this thread with SIGBUS on the next drain.
-        crate::shm::check_mappable(&mem, 0, setup.size).map_err(ResourceError::RingNotMappable)?;
-        let consumer = Consumer::new(&mem, layout).map_err(ResourceError::Ring)?;
-        // SAFETY: each File owns its descriptor; ownership moves to the EventFd.
-        let (doorbell, irq) = unsafe {
-            (
-                EventFd::from_raw_fd(doorbell.into_raw_fd()),
-                EventFd::from_raw_fd(irq.into_raw_fd()),
-            )
-        };
+        let (consumer, doorbell, irq) = map_ring(setup, layout, fds)?;
         let drain = TimerFd::new()
             .map_err(std::io::Error::from)
             .and_then(crate::synthetic::nonblocking)

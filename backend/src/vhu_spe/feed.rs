@@ -14,7 +14,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -302,28 +302,10 @@ impl Feed {
     }
 }
 
-/// Maps SET_RING's ring and takes its eventfds.
+/// Maps SET_RING's ring and takes its eventfds, as the QEMU channel does.
 fn attach(setup: &RingSetup, layout: Layout, fds: Vec<File>) -> io::Result<Attached> {
-    let [mem, doorbell, irq]: [File; 3] = fds.try_into().map_err(|f: Vec<File>| {
-        io::Error::other(format!("SET_RING with {} fds, not 3", f.len()))
-    })?;
-    if setup.size != layout.size() as u64 {
-        return Err(io::Error::other(format!(
-            "SET_RING of {} bytes, the ring is {}",
-            setup.size,
-            layout.size()
-        )));
-    }
-    // Mapped for the VM's life: one the plugin could shrink would be a SIGBUS.
-    crate::shm::check_mappable(&mem, 0, setup.size).map_err(io::Error::other)?;
-    let consumer = Consumer::new(&mem, layout).map_err(io::Error::other)?;
-    // SAFETY: each File owns its descriptor; ownership moves to the EventFd.
-    let (doorbell, irq) = unsafe {
-        (
-            EventFd::from_raw_fd(doorbell.into_raw_fd()),
-            EventFd::from_raw_fd(irq.into_raw_fd()),
-        )
-    };
+    let (consumer, doorbell, irq) =
+        crate::qemu::vm::map_ring(setup, layout, fds).map_err(io::Error::other)?;
     let states = (0..layout.vcpus).map(|v| consumer.published(v).1).collect();
     Ok(Attached {
         consumer,

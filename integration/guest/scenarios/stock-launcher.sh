@@ -6,11 +6,4 @@
 . /scenarios/lib/spe.sh
 dmesg | grep -m 2 virtio_spe
 result pmu=$([ -d /sys/bus/event_source/devices/arm_spe_0 ] && echo present || echo absent)
-spe_record /tmp/launcher.data arm_spe_0/ts_enable=1,pa_enable=1/ -- spe-workload 3 || return
-spe_table /tmp/launcher.data
-result launcher_records=$spe_n launcher_bad=$spe_bad
-if [ "$spe_n" -gt 0 ] && [ "$spe_bad" = 0 ]; then
-    pass
-else
-    fail "$spe_n records, $spe_bad decoder errors"
-fi
+spe_launcher_check

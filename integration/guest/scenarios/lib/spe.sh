@@ -208,3 +208,17 @@ spe_missing_terms() {
     done
     echo $spe_missing | tr ' ' ,
 }
+
+# spe_launcher_check: what a guest booted through spe-qemu must show,
+# with arm_spe_0 in place: perf records `spe-workload 3` with timestamps
+# and physical addresses, and its records decode without errors.
+spe_launcher_check() {
+    spe_record /tmp/launcher.data arm_spe_0/ts_enable=1,pa_enable=1/ -- spe-workload 3 || return
+    spe_table /tmp/launcher.data
+    result launcher_records=$spe_n launcher_bad=$spe_bad
+    if [ "$spe_n" -gt 0 ] && [ "$spe_bad" = 0 ]; then
+        pass
+    else
+        fail "$spe_n records, $spe_bad decoder errors"
+    fi
+}

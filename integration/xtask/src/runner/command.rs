@@ -205,7 +205,10 @@ impl Rig {
                 ",reconnect-ms=1000"
             };
             c.arg("-chardev")
-                .arg(format!("socket,id=spe0,path={}{reconnect}", socket.display()))
+                .arg(format!(
+                    "socket,id=spe0,path={}{reconnect}",
+                    socket.display()
+                ))
                 .arg("-device")
                 .arg(format!(
                     "{},chardev=spe0,virtio-id={},num_vqs={NUM_VQS},config_size={CONFIG_SIZE}",
