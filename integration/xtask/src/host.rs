@@ -25,6 +25,7 @@ pub const HOST_PACKAGES: &[&str] = &[
     "xz-utils",
     "python3-venv",
     "ninja-build",
+    "ccache",
     "libglib2.0-dev",
     "libpixman-1-dev",
     "libslirp-dev",
@@ -122,6 +123,11 @@ pub const TOOLS: &[Tool] = &[
         what: "ninja",
         probe: Probe::Runs(&["ninja", "--version"]),
         packages: &["ninja-build"],
+    },
+    Tool {
+        what: "ccache (the QEMU builds share their unchanged objects)",
+        probe: Probe::Runs(&["ccache", "--version"]),
+        packages: &["ccache"],
     },
     Tool {
         what: "meson >= 1.5 with pycotap",
