@@ -1,6 +1,8 @@
 //! The sampled operation of a selected instruction, from its encoding and
 //! the vCPU's registers just before it runs: what the patched QEMU's
-//! sampler records, as far as a plugin can see it.
+//! sampler records, as far as a plugin can see it. A branch's target and
+//! whether it was taken come from the next instruction executed
+//! ([`branch_outcome`]), as the sampler's do.
 
 use spe_protocol::a64::{self, Registers, Target};
 use spe_protocol::op::{OpClass, SampledOp};
@@ -11,8 +13,6 @@ use spe_protocol::regs::El;
 pub trait Vcpu: Registers {
     /// PSTATE's NZCV (bits 3:0).
     fn nzcv(&mut self) -> u8;
-    /// ELR_ELx for an exception return at `el`, if readable.
-    fn elr(&mut self, el: El) -> Option<u64>;
     /// The physical address `va` translates to now, if mapped.
     fn translate(&mut self, va: u64) -> Option<u64>;
 }
@@ -59,19 +59,8 @@ pub fn capture(insn: u32, cx: &Context, vcpu: &mut impl Vcpu) -> SampledOp {
             // copy and set, tags, SVE): recorded without one.
             None => op.no_data_address = true,
         },
-        OpClass::Branch { .. } => {
-            if let Some(b) = a64::branch(insn) {
-                op.target = match b.target {
-                    Target::Relative(off) => cx.pc.wrapping_add(off as u64),
-                    Target::Register(n) => vcpu.x(n),
-                    Target::Unknown => vcpu.elr(cx.el).unwrap_or(0),
-                };
-                let nzcv = vcpu.nzcv();
-                if !b.condition.holds(nzcv, vcpu) {
-                    op.events |= events::NOT_TAKEN;
-                }
-            }
-        }
+        // Completed by `branch_outcome` at the next instruction.
+        OpClass::Branch { .. } => {}
         OpClass::Other { .. } => {
             if let Some(cond) = a64::select_condition(insn) {
                 if !a64::condition_holds(cond, vcpu.nzcv()) {
@@ -81,6 +70,44 @@ pub fn capture(insn: u32, cx: &Context, vcpu: &mut impl Vcpu) -> SampledOp {
         }
     }
     op
+}
+
+/// Where a sampled branch went, from the next instruction executed: its
+/// target and whether it was taken. A direct branch's target is its
+/// encoding's; an indirect one's (BR, BLR, RET, ERET) is where execution
+/// went. `None` when a direct branch went neither to its target nor to
+/// the next instruction: an exception came between them, and the record
+/// would guess.
+pub fn branch_outcome(insn: u32, pc: u64, next_pc: u64) -> Option<(u64, bool)> {
+    let b = a64::branch(insn)?;
+    match b.target {
+        Target::Relative(off) => {
+            let target = pc.wrapping_add(off as u64);
+            let conditional = b.condition != a64::Condition::Always;
+            if next_pc == target {
+                Some((target, true))
+            } else if conditional && next_pc == pc.wrapping_add(4) {
+                Some((target, false))
+            } else {
+                None
+            }
+        }
+        Target::Register(_) | Target::Unknown => Some((next_pc, true)),
+    }
+}
+
+/// Completes a sampled branch with [`branch_outcome`].
+pub fn complete_branch(op: &mut SampledOp, insn: u32, next_pc: u64) -> bool {
+    match branch_outcome(insn, op.pc, next_pc) {
+        Some((target, taken)) => {
+            op.target = target;
+            if !taken {
+                op.events |= events::NOT_TAKEN;
+            }
+            true
+        }
+        None => false,
+    }
 }
 
 /// Latencies and events as far as the core goes, as the series' sampler
@@ -120,9 +147,6 @@ mod tests {
     impl Vcpu for Fake {
         fn nzcv(&mut self) -> u8 {
             0b0100
-        }
-        fn elr(&mut self, el: El) -> Option<u64> {
-            (el == El::El1).then_some(0xffff_0000_1234)
         }
         fn translate(&mut self, va: u64) -> Option<u64> {
             (va < 1 << 32).then(|| va + 0x4000_0000)
@@ -172,9 +196,6 @@ mod tests {
             fn nzcv(&mut self) -> u8 {
                 0
             }
-            fn elr(&mut self, _: El) -> Option<u64> {
-                None
-            }
             fn translate(&mut self, _: u64) -> Option<u64> {
                 None
             }
@@ -185,20 +206,36 @@ mod tests {
     }
 
     #[test]
-    fn branches_have_their_targets_and_not_taken() {
-        // b.ne .+20 with Z set: not taken, target still encoded.
-        let op = capture(0x5400_00a1, &cx(El::El0), &mut Fake);
-        assert_eq!(op.target, 0x40_0014);
+    fn branches_go_where_the_next_instruction_is() {
+        let pc = 0x40_0000;
+        // b.ne .+20: taken to its target, or on to pc + 4.
+        assert_eq!(
+            branch_outcome(0x5400_00a1, pc, pc + 20),
+            Some((pc + 20, true))
+        );
+        assert_eq!(
+            branch_outcome(0x5400_00a1, pc, pc + 4),
+            Some((pc + 20, false))
+        );
+        // Neither: an exception came first; no guess.
+        assert_eq!(branch_outcome(0x5400_00a1, pc, 0xffff_8000_0000_0800), None);
+        // b .+8 is never not taken.
+        assert_eq!(branch_outcome(0x1400_0002, pc, pc + 4), None);
+        // ret and eret go where execution went.
+        assert_eq!(
+            branch_outcome(0xd65f_03c0, pc, 0x1234),
+            Some((0x1234, true))
+        );
+        assert_eq!(
+            branch_outcome(0xd69f_03e0, pc, 0xffff_0000_1234),
+            Some((0xffff_0000_1234, true))
+        );
+        // Not a branch.
+        assert_eq!(branch_outcome(0xf940_0841, pc, pc + 4), None);
+        let mut op = capture(0x5400_00a1, &cx(El::El0), &mut Fake);
+        assert!(complete_branch(&mut op, 0x5400_00a1, pc + 4));
+        assert_eq!(op.target, pc + 20);
         assert_ne!(op.events & events::NOT_TAKEN, 0);
-        // b.eq .+20: taken.
-        let op = capture(0x5400_00a0, &cx(El::El0), &mut Fake);
-        assert_eq!(op.events & events::NOT_TAKEN, 0);
-        // ret: X30.
-        let op = capture(0xd65f_03c0, &cx(El::El0), &mut Fake);
-        assert_eq!(op.target, 0x1000 * 31);
-        // eret at EL1: ELR_EL1.
-        let op = capture(0xd69f_03e0, &cx(El::El1), &mut Fake);
-        assert_eq!(op.target, 0xffff_0000_1234);
     }
 
     #[test]

@@ -7,17 +7,23 @@
 //! Each TB subtracts its `n` instructions once, at its start (one inline
 //! add per TB, not per instruction). Instruction `i` of the TB (0-based)
 //! is the selected one exactly when `left` was `i + 1` before the TB, so
-//! after the add the entry equals [`select_imm`]`(i, n)`: each instruction
-//! carries one conditional callback comparing the entry with its own
-//! immediate. A selection then adds the next period to the entry, which
-//! may select again later in the same TB.
+//! after the add the entry equals [`select_imm`]`(i, n)`.
+//!
+//! One conditional callback per TB, at its start, fires when the entry
+//! is at most [`BIAS`]: the selection is in this TB ([`selected_index`])
+//! or was missed. An instruction whose record needs the registers as they
+//! are just before it runs (a load or store: its address; a conditional
+//! select: the flags) carries its own conditional callback comparing the
+//! entry with its immediate; the TB's callback leaves those to it and
+//! takes the others itself. A selection adds the next period to the
+//! entry, which may select again later in the same TB.
 //!
 //! A TB that ends early (an exception, an interrupt between instructions
 //! that QEMU takes mid-TB) has already had all of its `n` subtracted, so
 //! the counter runs a little ahead of execution; if the selection was
 //! among the instructions that did not run, the entry falls below every
-//! immediate a TB can test, and [`resync_below`] (tested at each TB's
-//! start) catches it and reloads.
+//! immediate a TB can test, and the next TB's callback sees it below
+//! [`resync_below`] and reloads.
 
 /// Keeps the entry far from 0 and from wrapping either way. A vCPU's
 /// entry starts here (a counter that ran out, which its first TB reloads),
@@ -37,6 +43,13 @@ pub fn tb_add(n: usize) -> u64 {
 /// instruction `i` is the selected one.
 pub fn select_imm(i: usize, n: usize) -> u64 {
     BIAS.wrapping_add(i as u64 + 1).wrapping_sub(n as u64)
+}
+
+/// The index of the selected instruction in a TB of `n` whose start left
+/// the entry at `entry`, if the selection is in it.
+pub fn selected_index(entry: u64, n: usize) -> Option<usize> {
+    let first = select_imm(0, n);
+    (entry >= first && entry <= BIAS).then(|| (entry - first) as usize)
 }
 
 /// Below this (after a TB of `n` started) the selection was missed.
@@ -116,6 +129,16 @@ mod tests {
                 .collect();
             assert_eq!(got, want, "period {period}");
         }
+    }
+
+    #[test]
+    fn the_tb_callback_finds_the_selected_instruction() {
+        let n = 7;
+        for i in 0..n {
+            assert_eq!(selected_index(select_imm(i, n), n), Some(i));
+        }
+        assert_eq!(selected_index(BIAS + 1, n), None, "after this TB");
+        assert_eq!(selected_index(resync_below(n) - 1, n), None, "missed");
     }
 
     #[test]

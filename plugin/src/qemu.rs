@@ -1,11 +1,14 @@
 //! QEMU's side: the plugin's entry points and callbacks, over the C API
 //! (`qemu-plugin-sys`, API version 5: QEMU 10.1 and 10.2).
 //!
-//! Per TB, one inline add takes its instructions off the vCPU's counter
-//! and one conditional callback catches a missed selection; per
-//! instruction, one conditional callback (`count.rs`) fires only when the
+//! Per TB, one inline add takes its instructions off the vCPU's counter,
+//! one conditional callback fires when the selection is in the TB (or was
+//! missed), and one when the previous TB ended in a sampled branch, whose
+//! outcome this TB's address gives. Loads, stores and conditional selects
+//! carry their own conditional callback, which fires only when the
 //! instruction is the selected one, with register reads allowed, and
-//! builds its record (`capture.rs`) before it runs.
+//! builds its record (`capture.rs`) before it runs (`count.rs` has the
+//! arithmetic). Every other instruction runs no plugin code at all.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::PathBuf;
@@ -15,6 +18,7 @@ use std::time::Instant;
 
 use qemu_plugin_sys::*;
 use spe_protocol::a64::Registers;
+use spe_protocol::op::SampledOp;
 use spe_protocol::regs::El;
 
 use crate::capture::{self, Context, Vcpu};
@@ -34,6 +38,27 @@ extern "C" {
 struct Insn {
     pc: u64,
     encoding: u32,
+    /// It has its own callback: its record needs the registers as they
+    /// are just before it runs (a load or store, a conditional select).
+    own: bool,
+}
+
+/// A translated TB's instructions: its callbacks' user data.
+struct Tb {
+    insns: Box<[Insn]>,
+}
+
+impl Insn {
+    fn needs_own_callback(encoding: u32) -> bool {
+        matches!(
+            spe_protocol::a64::classify(encoding).class,
+            spe_protocol::op::OpClass::LoadStore { .. }
+                | spe_protocol::op::OpClass::Other {
+                    cond_select: true,
+                    ..
+                }
+        )
+    }
 }
 
 /// A vCPU's register handles and read buffer (its own thread only).
@@ -43,7 +68,6 @@ struct Regs {
     cpsr: *mut qemu_plugin_register,
     contextidr_el1: Option<*mut qemu_plugin_register>,
     cntfrq: Option<*mut qemu_plugin_register>,
-    elr: [Option<*mut qemu_plugin_register>; 4],
     buf: *mut GByteArray,
 }
 
@@ -52,6 +76,9 @@ struct VcpuState {
     rng: u32,
     /// CNTFRQ_EL0, read at the vCPU's first sample.
     freq: Option<u64>,
+    /// A sampled branch waiting for the next TB's address, with its
+    /// encoding and the operations its period spanned.
+    branch: Option<(SampledOp, u32, u64)>,
 }
 
 // SAFETY: the handles are QEMU's, valid for the vCPU's life and the same
@@ -59,7 +86,7 @@ struct VcpuState {
 // mutex.
 unsafe impl Send for VcpuState {}
 
-/// The scoreboard entry the counter lives in.
+/// A scoreboard entry: the counter, or the flag of a waiting branch.
 struct Entry(qemu_plugin_u64);
 // SAFETY: QEMU's scoreboard is per vCPU and its accessors take the index.
 unsafe impl Send for Entry {}
@@ -67,10 +94,14 @@ unsafe impl Sync for Entry {}
 
 struct Plugin {
     entry: Entry,
+    /// 1 while a sampled branch waits for the next TB (`VcpuState::branch`).
+    pending: Entry,
     vcpus: Box<[Mutex<VcpuState>]>,
     feed: Mutex<Feed>,
-    /// The instructions of the TBs translated since the last flush.
-    insns: Mutex<Vec<Box<[Insn]>>>,
+    /// The TBs translated since the last flush, boxed: their callbacks
+    /// hold pointers to them while the list grows.
+    #[allow(clippy::vec_box)]
+    tbs: Mutex<Vec<Box<Tb>>>,
     /// When the vCPUs first ran: QEMU's virtual clock starts about then.
     started: OnceLock<Instant>,
     counts: Counts,
@@ -87,6 +118,8 @@ struct Counts {
     other_el: AtomicU64,
     /// Counters reloaded after a missed selection.
     resyncs: AtomicU64,
+    /// Sampled branches an exception came after, before their outcome.
+    branch_lost: AtomicU64,
     /// Operations handed to the backend.
     sampled: AtomicU64,
     /// Operations lost to a full ring.
@@ -144,7 +177,6 @@ impl Regs {
             cpsr: get("cpsr")?,
             contextidr_el1: get("CONTEXTIDR_EL1"),
             cntfrq: get("CNTFRQ_EL0"),
-            elr: [None, get("ELR_EL1"), get("ELR_EL2"), get("ELR_EL3")],
             // SAFETY: a new, empty array this state owns.
             buf: unsafe { g_byte_array_new() },
         })
@@ -184,10 +216,6 @@ impl Vcpu for Regs {
     fn nzcv(&mut self) -> u8 {
         (self.read(self.cpsr) >> 28) as u8 & 0xf
     }
-    fn elr(&mut self, el: El) -> Option<u64> {
-        let h = self.elr[el as usize]?;
-        Some(self.read(h))
-    }
     fn translate(&mut self, va: u64) -> Option<u64> {
         let mut pa = 0;
         // SAFETY: a plain out-parameter; in a vCPU callback.
@@ -203,6 +231,11 @@ fn get(vcpu: c_uint) -> u64 {
 fn set(vcpu: c_uint, v: u64) {
     // SAFETY: as for `get`.
     unsafe { qemu_plugin_u64_set(plugin().entry.0, vcpu, v) }
+}
+
+fn set_pending(vcpu: c_uint, v: u64) {
+    // SAFETY: as for `get`.
+    unsafe { qemu_plugin_u64_set(plugin().pending.0, vcpu, v) }
 }
 
 impl VcpuState {
@@ -225,35 +258,50 @@ fn physical_count(freq: u64) -> u64 {
     (start.elapsed().as_nanos() * u128::from(freq) / 1_000_000_000) as u64
 }
 
-unsafe extern "C" fn on_select(vcpu: c_uint, udata: *mut c_void) {
-    let p = plugin();
-    // SAFETY: `udata` is an `Insn` of a TB's boxed slice, kept until the
-    // next flush, after which no TB refers to it.
-    let insn = unsafe { &*(udata as *const Insn) };
-    let entry = get(vcpu);
+/// What a selection does with the operation at `insn`.
+enum Take {
+    /// Build its record now, from the registers now.
+    Now,
+    /// A branch at the end of its TB: build it now, complete it with the
+    /// next TB's address.
+    AtNextTb,
+    /// A branch before its TB's end (QEMU ends A64 TBs at branches, so
+    /// none is expected): nothing tells where it went; reload only.
+    Lost,
+}
+
+/// The selection of `insn` on `vcpu`, whose counter is at `entry`:
+/// reloads the counter and builds the operation's record if the guest
+/// profiles at the EL it runs at. Returns the counter's new value.
+fn select(p: &Plugin, vcpu: c_uint, entry: u64, insn: &Insn, take: Take) -> u64 {
+    p.counts.selected.fetch_add(1, Ordering::Relaxed);
+    if matches!(take, Take::Lost) {
+        p.counts.branch_lost.fetch_add(1, Ordering::Relaxed);
+    }
     let state = crate::lock(&p.feed).state(vcpu);
     let Some(slot) = p.vcpus.get(vcpu as usize) else {
-        return;
+        return entry.wrapping_add(count::RECHECK);
     };
-    p.counts.selected.fetch_add(1, Ordering::Relaxed);
-    let mut vs = crate::lock(slot);
     if state.enabled_els == 0 {
         p.counts.idle.fetch_add(1, Ordering::Relaxed);
-        set(vcpu, entry.wrapping_add(count::RECHECK));
-        return;
+        let next = entry.wrapping_add(count::RECHECK);
+        set(vcpu, next);
+        return next;
     }
+    let mut vs = crate::lock(slot);
     let period = count::period(&state, || vs.random());
-    set(vcpu, entry.wrapping_add(period));
+    let next = entry.wrapping_add(period);
+    set(vcpu, next);
     let random = vs.random();
     let freq = vs.freq;
     let Some(regs) = vs.regs.as_mut() else {
-        return;
+        return next;
     };
     let el = El::from_u8((regs.read(regs.cpsr) >> 2) as u8 & 3).unwrap_or(El::El0);
     // Every EL counts; a selection where profiling is off is dropped.
     if !state.enabled_at(el as u8) {
         p.counts.other_el.fetch_add(1, Ordering::Relaxed);
-        return;
+        return next;
     }
     // CNTFRQ_EL0 as the guest's firmware set it (QEMU's default if
     // unreadable), once per vCPU.
@@ -273,36 +321,108 @@ unsafe extern "C" fn on_select(vcpu: c_uint, udata: *mut c_void) {
     };
     let op = capture::capture(insn.encoding, &cx, regs);
     vs.freq = Some(freq);
-    drop(vs);
-    if crate::lock(&p.feed).push(vcpu, &op, period) {
+    match take {
+        Take::Now => {
+            drop(vs);
+            push(p, vcpu, &op, period);
+        }
+        Take::AtNextTb => {
+            vs.branch = Some((op, insn.encoding, period));
+            set_pending(vcpu, 1);
+        }
+        Take::Lost => {}
+    }
+    next
+}
+
+fn push(p: &Plugin, vcpu: c_uint, op: &SampledOp, period: u64) {
+    if crate::lock(&p.feed).push(vcpu, op, period) {
         p.counts.sampled.fetch_add(1, Ordering::Relaxed);
     } else {
         p.counts.lost.fetch_add(1, Ordering::Relaxed);
     }
 }
 
-unsafe extern "C" fn on_resync(vcpu: c_uint, udata: *mut c_void) {
+/// A load, store or conditional select that is the selected instruction.
+unsafe extern "C" fn on_insn(vcpu: c_uint, udata: *mut c_void) {
+    // SAFETY: `udata` is an `Insn` of a TB's boxed slice, kept until the
+    // next flush, after which no TB refers to it.
+    let insn = unsafe { &*(udata as *const Insn) };
+    select(plugin(), vcpu, get(vcpu), insn, Take::Now);
+}
+
+/// The TB's start when its counter is at most BIAS: a selection in this
+/// TB (taken here unless its instruction has its own callback), or one
+/// that was missed (the counter is reloaded).
+unsafe extern "C" fn on_tb(vcpu: c_uint, udata: *mut c_void) {
     let p = plugin();
-    let n = udata as usize;
-    p.counts.resyncs.fetch_add(1, Ordering::Relaxed);
-    let state = crate::lock(&p.feed).state(vcpu);
-    let period = if state.enabled_els == 0 {
-        count::RECHECK
-    } else {
-        match p.vcpus.get(vcpu as usize) {
-            Some(slot) => {
+    // SAFETY: `udata` is a TB's boxed slice of instructions, kept until
+    // the next flush.
+    let tb = unsafe { &(*(udata as *const Tb)).insns };
+    let n = tb.len();
+    let mut entry = get(vcpu);
+    if entry < count::resync_below(n) {
+        p.counts.resyncs.fetch_add(1, Ordering::Relaxed);
+        let state = crate::lock(&p.feed).state(vcpu);
+        let period = match p.vcpus.get(vcpu as usize) {
+            Some(slot) if state.enabled_els != 0 => {
                 let mut vs = crate::lock(slot);
                 count::period(&state, || vs.random())
             }
-            None => count::RECHECK,
+            _ => count::RECHECK,
+        };
+        set(vcpu, count::resynced(period, n));
+        return;
+    }
+    // Several selections in one TB only with a period shorter than it.
+    while let Some(k) = count::selected_index(entry, n) {
+        let insn = &tb[k];
+        if insn.own {
+            return; // its callback takes it, and reloads
         }
+        let take = match spe_protocol::a64::classify(insn.encoding).class {
+            spe_protocol::op::OpClass::Branch { .. } if k + 1 == n => Take::AtNextTb,
+            spe_protocol::op::OpClass::Branch { .. } => Take::Lost,
+            _ => Take::Now,
+        };
+        entry = select(p, vcpu, entry, insn, take);
+    }
+}
+
+/// The TB after a sampled branch: where the branch went. An exception
+/// taken before it (a fault in the branch's TB, or an interrupt at its
+/// end) shows as a direct branch going neither way, or as a change of EL
+/// but by ERET: the record is dropped rather than given the vector.
+unsafe extern "C" fn on_branch_done(vcpu: c_uint, udata: *mut c_void) {
+    let p = plugin();
+    // SAFETY: as in `on_tb`.
+    let tb = unsafe { &(*(udata as *const Tb)).insns };
+    set_pending(vcpu, 0);
+    let Some(slot) = p.vcpus.get(vcpu as usize) else {
+        return;
     };
-    set(vcpu, count::resynced(period, n));
+    let mut vs = crate::lock(slot);
+    let Some((mut op, encoding, period)) = vs.branch.take() else {
+        return;
+    };
+    let el = vs
+        .regs
+        .as_mut()
+        .map(|r| El::from_u8((r.read(r.cpsr) >> 2) as u8 & 3));
+    drop(vs);
+    let is_eret = spe_protocol::a64::branch(encoding)
+        .is_some_and(|b| b.target == spe_protocol::a64::Target::Unknown);
+    let same_el = el.flatten() == Some(op.el);
+    if (same_el || is_eret) && capture::complete_branch(&mut op, encoding, tb[0].pc) {
+        push(p, vcpu, &op, period);
+    } else {
+        p.counts.branch_lost.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     let p = plugin();
-    let entry = p.entry.0;
+    let (entry, pending) = (p.entry.0, p.pending.0);
     // SAFETY: `tb` is the TB QEMU is translating; its instructions are
     // valid during this callback.
     unsafe {
@@ -310,6 +430,32 @@ unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb)
         if n == 0 {
             return;
         }
+        let insns: Box<[Insn]> = (0..n)
+            .map(|i| {
+                let insn = qemu_plugin_tb_get_insn(tb, i);
+                let mut b = [0u8; 4];
+                qemu_plugin_insn_data(insn, b.as_mut_ptr().cast(), 4);
+                let encoding = u32::from_le_bytes(b);
+                Insn {
+                    pc: qemu_plugin_insn_vaddr(insn),
+                    encoding,
+                    own: Insn::needs_own_callback(encoding),
+                }
+            })
+            .collect();
+        // Boxed so that the callbacks' pointer to it stays put when the
+        // list grows.
+        let tb_data = Box::new(Tb { insns });
+        let udata = &*tb_data as *const Tb as *mut c_void;
+        qemu_plugin_register_vcpu_tb_exec_cond_cb(
+            tb,
+            Some(on_branch_done),
+            qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
+            qemu_plugin_cond::QEMU_PLUGIN_COND_EQ,
+            pending,
+            1,
+            udata,
+        );
         qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
             tb,
             qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64,
@@ -318,28 +464,22 @@ unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb)
         );
         qemu_plugin_register_vcpu_tb_exec_cond_cb(
             tb,
-            Some(on_resync),
-            qemu_plugin_cb_flags::QEMU_PLUGIN_CB_NO_REGS,
-            qemu_plugin_cond::QEMU_PLUGIN_COND_LT,
+            Some(on_tb),
+            qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
+            qemu_plugin_cond::QEMU_PLUGIN_COND_LE,
             entry,
-            count::resync_below(n),
-            n as *mut c_void,
+            count::BIAS,
+            udata,
         );
-        let insns: Box<[Insn]> = (0..n)
-            .map(|i| {
-                let insn = qemu_plugin_tb_get_insn(tb, i);
-                let mut b = [0u8; 4];
-                qemu_plugin_insn_data(insn, b.as_mut_ptr().cast(), 4);
-                Insn {
-                    pc: qemu_plugin_insn_vaddr(insn),
-                    encoding: u32::from_le_bytes(b),
-                }
-            })
-            .collect();
-        for (i, insn) in insns.iter().enumerate() {
+        for (i, insn) in tb_data
+            .insns
+            .iter()
+            .enumerate()
+            .filter(|(_, insn)| insn.own)
+        {
             qemu_plugin_register_vcpu_insn_exec_cond_cb(
                 qemu_plugin_tb_get_insn(tb, i),
-                Some(on_select),
+                Some(on_insn),
                 qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
                 qemu_plugin_cond::QEMU_PLUGIN_COND_EQ,
                 entry,
@@ -347,13 +487,13 @@ unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb)
                 insn as *const Insn as *mut c_void,
             );
         }
-        crate::lock(&p.insns).push(insns);
+        crate::lock(&p.tbs).push(tb_data);
     }
 }
 
 unsafe extern "C" fn on_flush(_id: qemu_plugin_id_t) {
     // The TB cache is gone: nothing refers to these any more.
-    crate::lock(&plugin().insns).clear();
+    crate::lock(&plugin().tbs).clear();
 }
 
 unsafe extern "C" fn on_vcpu_init(_id: qemu_plugin_id_t, vcpu: c_uint) {
@@ -387,12 +527,14 @@ unsafe extern "C" fn on_exit(_id: qemu_plugin_id_t, _udata: *mut c_void) {
     let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
     out(&format!(
         "{} selections: {} sampled, {} lost to a full ring, {} at an EL not profiled, \
-         {} while nothing was profiled; {} counter reloads after a missed selection",
+         {} while nothing was profiled, {} branches an exception followed; \
+         {} counter reloads after a missed selection",
         n(&c.selected),
         n(&c.sampled),
         n(&c.lost),
         n(&c.other_el),
         n(&c.idle),
+        n(&c.branch_lost),
         n(&c.resyncs)
     ));
 }
@@ -456,21 +598,23 @@ unsafe fn install(
     let vcpus = unsafe { info.__bindgen_anon_1.system.max_vcpus }.max(1) as u32;
     let feed = Feed::connect(&socket, vcpus)
         .map_err(|e| format!("cannot feed the backend at {}: {e}", socket.display()))?;
-    // SAFETY: a new scoreboard of one u64 per vCPU, for the plugin's life.
-    let score = unsafe { qemu_plugin_scoreboard_new(8) };
+    // SAFETY: a new scoreboard of two u64 per vCPU, for the plugin's life.
+    let score = unsafe { qemu_plugin_scoreboard_new(16) };
     let plugin = Plugin {
         entry: Entry(qemu_plugin_u64 { score, offset: 0 }),
+        pending: Entry(qemu_plugin_u64 { score, offset: 8 }),
         vcpus: (0..vcpus)
             .map(|v| {
                 Mutex::new(VcpuState {
                     regs: None,
                     rng: 0x9e37_79b9 ^ v.wrapping_mul(0x85eb_ca6b) | 1,
                     freq: None,
+                    branch: None,
                 })
             })
             .collect(),
         feed: Mutex::new(feed),
-        insns: Mutex::new(Vec::new()),
+        tbs: Mutex::new(Vec::new()),
         started: OnceLock::new(),
         counts: Counts::default(),
     };
