@@ -143,6 +143,10 @@ fn in_matrix(s: &Scenario, k: &KernelSpec) -> bool {
 /// sampler's (jitter, an icount interval, two pinned vCPUs). The fourth
 /// is `perf-test-spe` (326-489 s of guest time fixed by icount), which
 /// makes room for QEMU 10.2.2's build and smoke set (about 10 minutes).
+/// The fifth, four runs whose proof is the sampler's, the memory
+/// model's or the backend's filters (the alias of micro-operations, c2c's
+/// padded control, the load filter, the latency filter), make room with
+/// ccache for the unpatched QEMU's build and its three runs.
 const NEWEST_BY_HAND: &[&str] = &[
     "spe-backend-stall",
     "spe-replay-a",
@@ -167,6 +171,10 @@ const NEWEST_BY_HAND: &[&str] = &[
     "spe-jitter",
     "spe-smp2-pinned",
     "perf-test-spe",
+    "spe-alias",
+    "spe-c2c-padded",
+    "spe-filter-load",
+    "spe-min-latency",
 ];
 
 /// The paravirtual copies of catalogue faults on the oldest kernel
