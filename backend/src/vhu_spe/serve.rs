@@ -40,6 +40,30 @@ fn handshake_watchdog(
     Ok((done, thread))
 }
 
+/// Registers `fd` with the vhost-user worker as `event` (one worker
+/// thread serves both queues, the default queues_per_thread, so its
+/// handler is the one). Logs why not and returns false if it cannot.
+fn listen(
+    daemon: &vhost_user_backend::VhostUserDaemon<Arc<std::sync::RwLock<VhostUserSpeBackend>>>,
+    fd: std::os::fd::RawFd,
+    event: u16,
+    what: &str,
+) -> bool {
+    match daemon.get_epoll_handlers().first() {
+        Some(h) => match h.register_listener(fd, EventSet::IN, u64::from(event)) {
+            Ok(()) => true,
+            Err(e) => {
+                error!("{what} not served: {e}");
+                false
+            }
+        },
+        None => {
+            error!("{what} not served: no vhost-user worker");
+            false
+        }
+    }
+}
+
 /// What every VM's device is made with.
 pub struct DeviceOptions {
     pub num_vcpus: u32,
@@ -117,17 +141,9 @@ pub fn serve(listener: &mut vhost::vhost_user::Listener, opts: DeviceOptions) ->
             .unwrap_or_else(|e| e.into_inner())
             .front_end_connected();
         // Registered only now so an idle daemon does not wake every tick.
-        // One worker thread serves both queues (the default
-        // queues_per_thread), so its handler is the one to tick.
         if let (Some(fd), Some(rate)) = (timer, synthetic) {
-            let registered = daemon
-                .get_epoll_handlers()
-                .first()
-                .map(|h| h.register_listener(fd, EventSet::IN, u64::from(SYNTHETIC_EVENT)));
-            match registered {
-                Some(Ok(())) => info!("synthetic source: {rate} ops/s per vCPU"),
-                Some(Err(e)) => error!("synthetic source not started: {e}"),
-                None => error!("synthetic source not started: no vhost-user worker"),
+            if listen(&daemon, fd, SYNTHETIC_EVENT, "synthetic source") {
+                info!("synthetic source: {rate} ops/s per vCPU");
             }
         }
 
@@ -135,39 +151,24 @@ pub fn serve(listener: &mut vhost::vhost_user::Listener, opts: DeviceOptions) ->
         // connected; in between they run on the hub (faults wait for the
         // next VM).
         let control_on = control.as_ref().filter(|hub| {
-            let registered = daemon.get_epoll_handlers().first().map(|h| {
-                h.register_listener(
-                    hub.wake_fd().as_raw_fd(),
-                    EventSet::IN,
-                    u64::from(CONTROL_EVENT),
-                )
-            });
-            match registered {
-                Some(Ok(())) => true,
-                Some(Err(e)) => {
-                    error!("control socket not served: {e}");
-                    false
-                }
-                None => false,
-            }
+            listen(
+                &daemon,
+                hub.wake_fd().as_raw_fd(),
+                CONTROL_EVENT,
+                "control socket",
+            )
         });
         if let Some(hub) = control_on {
             hub.attach();
         }
         // The plugin's samples reach this VM's SPUs while it is connected.
         if let Some(feed) = &feed {
-            let registered = daemon.get_epoll_handlers().first().map(|h| {
-                h.register_listener(
-                    feed.wake_fd().as_raw_fd(),
-                    EventSet::IN,
-                    u64::from(FEED_EVENT),
-                )
-            });
-            match registered {
-                Some(Ok(())) => {}
-                Some(Err(e)) => error!("plugin feed not served: {e}"),
-                None => error!("plugin feed not served: no vhost-user worker"),
-            }
+            listen(
+                &daemon,
+                feed.wake_fd().as_raw_fd(),
+                FEED_EVENT,
+                "plugin feed",
+            );
         }
         let ended = daemon.wait();
         if let Some(hub) = control_on {
