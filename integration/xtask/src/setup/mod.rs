@@ -48,6 +48,13 @@ pub struct QemuRelease {
     pub stock: bool,
 }
 
+/// QEMU 10.2.2 from Debian unstable: the series' second release and the
+/// stock path's QEMU, one source for both.
+const QEMU_10_2_2_TARBALL: &str = "qemu_10.2.2+ds.orig.tar.xz";
+const QEMU_10_2_2_SOURCE: QemuSource = QemuSource::Unstable("1:10.2.2+ds-1");
+/// QEMU 10.2's user-creatable generic vhost-user device.
+const VHOST_USER_TEST_DEVICE: &str = "vhost-user-test-device-pci";
+
 /// The releases, the main one first: `cargo xtask test`'s matrix runs on
 /// it, the others run a smoke set.
 pub const QEMU_RELEASES: &[QemuRelease] = &[
@@ -61,17 +68,17 @@ pub const QEMU_RELEASES: &[QemuRelease] = &[
     },
     QemuRelease {
         version: "10.2.2",
-        tarball: "qemu_10.2.2+ds.orig.tar.xz",
-        source: QemuSource::Unstable("1:10.2.2+ds-1"),
-        vhost_user_device: "vhost-user-test-device-pci",
+        tarball: QEMU_10_2_2_TARBALL,
+        source: QEMU_10_2_2_SOURCE,
+        vhost_user_device: VHOST_USER_TEST_DEVICE,
         override_var: "SPE_QEMU_10_2",
         stock: false,
     },
     QemuRelease {
         version: "10.2.2",
-        tarball: "qemu_10.2.2+ds.orig.tar.xz",
-        source: QemuSource::Unstable("1:10.2.2+ds-1"),
-        vhost_user_device: "vhost-user-test-device-pci",
+        tarball: QEMU_10_2_2_TARBALL,
+        source: QEMU_10_2_2_SOURCE,
+        vhost_user_device: VHOST_USER_TEST_DEVICE,
         override_var: "SPE_QEMU_STOCK",
         stock: true,
     },
