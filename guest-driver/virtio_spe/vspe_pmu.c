@@ -418,7 +418,7 @@ static u64 vspe_next_snapshot_off(struct perf_output_handle *handle)
  * tail, and no further than the page after the next wakeup, so perf is
  * woken in time. 0 when there is no room.
  */
-static u64 vspe_next_off(struct perf_output_handle *handle)
+static u64 __vspe_next_off(struct perf_output_handle *handle)
 {
 	struct vspe_buf *buf = perf_get_aux(handle);
 	struct vspe_pmu *p = to_vspe_pmu(handle->event->pmu);
@@ -450,6 +450,25 @@ no_space:
 	perf_aux_output_flag(handle, PERF_AUX_FLAG_TRUNCATED);
 	perf_aux_output_end(handle, 0);
 	return 0;
+}
+
+/*
+ * A stretch shorter than the largest record is full before the device
+ * writes anything (SPEBufferIsFull): pad it and take the next one, or the
+ * buffer-full events would repeat at the same PMBPTR.
+ */
+static u64 vspe_next_off(struct perf_output_handle *handle)
+{
+	struct vspe_buf *buf = perf_get_aux(handle);
+	struct vspe_pmu *p = to_vspe_pmu(handle->event->pmu);
+	u64 limit = __vspe_next_off(handle);
+	u64 head = vspe_idx2off(handle->head, buf);
+
+	if (limit && limit - head < p->max_record_sz) {
+		vspe_pad_buf(handle, limit - head);
+		limit = __vspe_next_off(handle);
+	}
+	return limit;
 }
 
 /*
