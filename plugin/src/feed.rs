@@ -12,13 +12,19 @@ use vhost_device_spe::qemu::client::ChannelClient;
 use vhost_device_spe::ring::Producer;
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
-/// A connected feed.
+/// A connected feed: the channel, kept open (the backend sees the VM go
+/// when it closes), and the ring's interrupt eventfd it was given.
 pub struct Feed {
-    /// Kept open: the backend sees the VM go when it closes.
     _client: ChannelClient,
+    _irq: EventFd,
+}
+
+/// One vCPU's end of the ring: its own mapping and doorbell handle, so
+/// that vCPU threads publish without a lock or a cache line in common.
+pub struct VcpuFeed {
+    vcpu: u32,
     producer: Producer,
     doorbell: EventFd,
-    _irq: EventFd,
     slots: u64,
 }
 
@@ -28,7 +34,7 @@ fn refused(what: &str, status: u32) -> io::Error {
 
 impl Feed {
     /// Connects to the backend's `--plugin-socket` for `vcpus` vCPUs.
-    pub fn connect(path: &Path, vcpus: u32) -> io::Result<Feed> {
+    pub fn connect(path: &Path, vcpus: u32) -> io::Result<(Feed, Vec<VcpuFeed>)> {
         let mut client = ChannelClient::connect(path)?;
         let hello = client.hello(vcpus)?;
         if hello.status != Status::OK {
@@ -49,32 +55,51 @@ impl Feed {
                 hello.ring_slots, hello.ring_size
             )));
         }
-        let (mem, producer) = Producer::create(layout)?;
+        let (mem, first) = Producer::create(layout)?;
         let doorbell = EventFd::new(EFD_NONBLOCK)?;
         let irq = EventFd::new(EFD_NONBLOCK)?;
         let status = client.set_ring(hello.ring_size, &mem, &doorbell, &irq)?;
         if status.status != Status::OK {
             return Err(refused("SET_RING", status.status));
         }
-        Ok(Feed {
-            _client: client,
-            producer,
-            doorbell,
-            _irq: irq,
-            slots: u64::from(layout.slots),
-        })
+        let mut producers = vec![first];
+        for _ in 1..vcpus {
+            producers.push(Producer::map(&mem, layout).map_err(io::Error::other)?);
+        }
+        let vcpu_feeds = producers
+            .into_iter()
+            .zip(0..)
+            .map(|(producer, vcpu)| {
+                Ok(VcpuFeed {
+                    vcpu,
+                    producer,
+                    doorbell: doorbell.try_clone()?,
+                    slots: u64::from(layout.slots),
+                })
+            })
+            .collect::<io::Result<_>>()?;
+        Ok((
+            Feed {
+                _client: client,
+                _irq: irq,
+            },
+            vcpu_feeds,
+        ))
+    }
+}
+
+impl VcpuFeed {
+    /// What the backend last published for this vCPU.
+    pub fn state(&self) -> SamplingState {
+        self.producer.sampling_state(self.vcpu).1
     }
 
-    /// What the backend last published for `vcpu`.
-    pub fn state(&self, vcpu: u32) -> SamplingState {
-        self.producer.sampling_state(vcpu).1
-    }
-
-    /// Publishes `op` to `vcpu`'s ring and hands back the `counted`
+    /// Publishes `op` to the vCPU's ring and hands back the `counted`
     /// operations its period spanned; false if the ring was full (the
     /// operation is lost). Rings the doorbell once the ring is half full,
     /// as QEMU does: the backend drains on a timer otherwise.
-    pub fn push(&mut self, vcpu: u32, op: &SampledOp, counted: u64) -> bool {
+    pub fn push(&mut self, op: &SampledOp, counted: u64) -> bool {
+        let vcpu = self.vcpu;
         let pushed = self.producer.push(vcpu, std::slice::from_ref(op)) == 1;
         self.producer.count(vcpu, counted);
         if self.producer.space(vcpu) < self.slots / 2 {

@@ -4,7 +4,7 @@
 //! ```sh
 //! vhost-device-spe --socket-path vu.sock --plugin-socket plugin.sock --vcpus 2 &
 //! qemu-system-aarch64 -plugin libspe_plugin.so,socket=plugin.sock \
-//!     -device vhost-user-test-device-pci,chardev=spe0,virtio-id=58,... ...
+//!     -device vhost-user-test-device-pci,chardev=spe0,virtio-id=38,... ...
 //! ```
 //!
 //! It counts each vCPU's instructions inline, selects one at the interval
@@ -15,6 +15,7 @@
 
 pub mod capture;
 pub mod count;
+pub mod timestamp;
 // What calls into QEMU is left out of the unit tests: their executable
 // has no QEMU to resolve the plugin API against.
 #[cfg(not(test))]

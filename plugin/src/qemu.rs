@@ -12,7 +12,6 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
@@ -23,7 +22,8 @@ use spe_protocol::regs::El;
 
 use crate::capture::{self, Context, Vcpu};
 use crate::count;
-use crate::feed::Feed;
+use crate::feed::{Feed, VcpuFeed};
+use crate::timestamp::Timestamps;
 
 #[no_mangle]
 pub static qemu_plugin_version: c_int = QEMU_PLUGIN_VERSION as c_int;
@@ -73,12 +73,23 @@ struct Regs {
 
 struct VcpuState {
     regs: Option<Regs>,
+    feed: VcpuFeed,
     rng: u32,
     /// CNTFRQ_EL0, read at the vCPU's first sample.
     freq: Option<u64>,
     /// A sampled branch waiting for the next TB's address, with its
     /// encoding and the operations its period spanned.
     branch: Option<(SampledOp, u32, u64)>,
+    /// The operations counted so far, as the selections tell (each adds
+    /// the period loaded before it), for the timestamps between clock
+    /// readings.
+    ops: u64,
+    loaded: u64,
+    timestamps: Timestamps,
+    /// The last selection's EL: a change means an exception came between,
+    /// and time the counter did not see.
+    last_el: Option<El>,
+    counts: Counts,
 }
 
 // SAFETY: the handles are QEMU's, valid for the vCPU's life and the same
@@ -96,34 +107,48 @@ struct Plugin {
     entry: Entry,
     /// 1 while a sampled branch waits for the next TB (`VcpuState::branch`).
     pending: Entry,
+    /// Each vCPU's, locked by its own thread only (and at exit): nothing
+    /// a selection touches is shared between vCPUs.
     vcpus: Box<[Mutex<VcpuState>]>,
-    feed: Mutex<Feed>,
+    /// The channel, kept open while the plugin lives.
+    _feed: Feed,
     /// The TBs translated since the last flush, boxed: their callbacks
     /// hold pointers to them while the list grows.
     #[allow(clippy::vec_box)]
     tbs: Mutex<Vec<Box<Tb>>>,
     /// When the vCPUs first ran: QEMU's virtual clock starts about then.
     started: OnceLock<Instant>,
-    counts: Counts,
 }
 
-/// What the callbacks did, for the summary at exit.
-#[derive(Default)]
+/// What a vCPU's callbacks did, for the summary at exit.
+#[derive(Clone, Copy, Default)]
 struct Counts {
     /// Selections (the instruction callback fired).
-    selected: AtomicU64,
+    selected: u64,
     /// Selections while no EL sampled on the vCPU (a look at the state).
-    idle: AtomicU64,
+    idle: u64,
     /// Selections at an EL where profiling was off.
-    other_el: AtomicU64,
+    other_el: u64,
     /// Counters reloaded after a missed selection.
-    resyncs: AtomicU64,
+    resyncs: u64,
     /// Sampled branches an exception came after, before their outcome.
-    branch_lost: AtomicU64,
+    branch_lost: u64,
     /// Operations handed to the backend.
-    sampled: AtomicU64,
+    sampled: u64,
     /// Operations lost to a full ring.
-    lost: AtomicU64,
+    lost: u64,
+}
+
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, o: Counts) {
+        self.selected += o.selected;
+        self.idle += o.idle;
+        self.other_el += o.other_el;
+        self.resyncs += o.resyncs;
+        self.branch_lost += o.branch_lost;
+        self.sampled += o.sampled;
+        self.lost += o.lost;
+    }
 }
 
 static PLUGIN: OnceLock<Plugin> = OnceLock::new();
@@ -274,58 +299,62 @@ enum Take {
 /// reloads the counter and builds the operation's record if the guest
 /// profiles at the EL it runs at. Returns the counter's new value.
 fn select(p: &Plugin, vcpu: c_uint, entry: u64, insn: &Insn, take: Take) -> u64 {
-    p.counts.selected.fetch_add(1, Ordering::Relaxed);
-    if matches!(take, Take::Lost) {
-        p.counts.branch_lost.fetch_add(1, Ordering::Relaxed);
-    }
-    let state = crate::lock(&p.feed).state(vcpu);
     let Some(slot) = p.vcpus.get(vcpu as usize) else {
         return entry.wrapping_add(count::RECHECK);
     };
-    if state.enabled_els == 0 {
-        p.counts.idle.fetch_add(1, Ordering::Relaxed);
-        let next = entry.wrapping_add(count::RECHECK);
-        set(vcpu, next);
-        return next;
+    let mut guard = crate::lock(slot);
+    let vs = &mut *guard;
+    vs.counts.selected += 1;
+    if matches!(take, Take::Lost) {
+        vs.counts.branch_lost += 1;
     }
-    let mut vs = crate::lock(slot);
-    let period = count::period(&state, || vs.random());
+    vs.ops = vs.ops.wrapping_add(vs.loaded);
+    let state = vs.feed.state();
+    let period = if state.enabled_els == 0 {
+        count::RECHECK
+    } else {
+        count::period(&state, || vs.random())
+    };
+    vs.loaded = period;
     let next = entry.wrapping_add(period);
     set(vcpu, next);
+    if state.enabled_els == 0 {
+        vs.counts.idle += 1;
+        return next;
+    }
     let random = vs.random();
-    let freq = vs.freq;
     let Some(regs) = vs.regs.as_mut() else {
         return next;
     };
     let el = El::from_u8((regs.read(regs.cpsr) >> 2) as u8 & 3).unwrap_or(El::El0);
+    if vs.last_el.replace(el) != Some(el) {
+        vs.timestamps.stale();
+    }
     // Every EL counts; a selection where profiling is off is dropped.
     if !state.enabled_at(el as u8) {
-        p.counts.other_el.fetch_add(1, Ordering::Relaxed);
+        vs.counts.other_el += 1;
         return next;
     }
     // CNTFRQ_EL0 as the guest's firmware set it (QEMU's default if
     // unreadable), once per vCPU.
-    let freq = freq.unwrap_or_else(|| {
+    let freq = vs.freq.unwrap_or_else(|| {
         regs.cntfrq
             .map(|h| regs.read(h))
             .filter(|&f| f != 0)
             .unwrap_or(1_000_000_000)
     });
+    vs.freq = Some(freq);
     let contextidr_el1 = regs.contextidr_el1.map_or(0, |h| regs.read(h) as u32);
     let cx = Context {
         pc: insn.pc,
         el,
         contextidr_el1,
-        physical_count: physical_count(freq),
+        physical_count: vs.timestamps.next(vs.ops, || physical_count(freq)),
         random,
     };
     let op = capture::capture(insn.encoding, &cx, regs);
-    vs.freq = Some(freq);
     match take {
-        Take::Now => {
-            drop(vs);
-            push(p, vcpu, &op, period);
-        }
+        Take::Now => push(vs, &op, period),
         Take::AtNextTb => {
             vs.branch = Some((op, insn.encoding, period));
             set_pending(vcpu, 1);
@@ -335,11 +364,11 @@ fn select(p: &Plugin, vcpu: c_uint, entry: u64, insn: &Insn, take: Take) -> u64 
     next
 }
 
-fn push(p: &Plugin, vcpu: c_uint, op: &SampledOp, period: u64) {
-    if crate::lock(&p.feed).push(vcpu, op, period) {
-        p.counts.sampled.fetch_add(1, Ordering::Relaxed);
+fn push(vs: &mut VcpuState, op: &SampledOp, period: u64) {
+    if vs.feed.push(op, period) {
+        vs.counts.sampled += 1;
     } else {
-        p.counts.lost.fetch_add(1, Ordering::Relaxed);
+        vs.counts.lost += 1;
     }
 }
 
@@ -362,14 +391,24 @@ unsafe extern "C" fn on_tb(vcpu: c_uint, udata: *mut c_void) {
     let n = tb.len();
     let mut entry = get(vcpu);
     if entry < count::resync_below(n) {
-        p.counts.resyncs.fetch_add(1, Ordering::Relaxed);
-        let state = crate::lock(&p.feed).state(vcpu);
         let period = match p.vcpus.get(vcpu as usize) {
-            Some(slot) if state.enabled_els != 0 => {
-                let mut vs = crate::lock(slot);
-                count::period(&state, || vs.random())
+            Some(slot) => {
+                let mut guard = crate::lock(slot);
+                let vs = &mut *guard;
+                vs.counts.resyncs += 1;
+                // The TB before stopped early: an exception, whose time
+                // the counter did not see.
+                vs.timestamps.stale();
+                vs.ops = vs.ops.wrapping_add(vs.loaded);
+                let state = vs.feed.state();
+                vs.loaded = if state.enabled_els != 0 {
+                    count::period(&state, || vs.random())
+                } else {
+                    count::RECHECK
+                };
+                vs.loaded
             }
-            _ => count::RECHECK,
+            None => count::RECHECK,
         };
         set(vcpu, count::resynced(period, n));
         return;
@@ -401,7 +440,8 @@ unsafe extern "C" fn on_branch_done(vcpu: c_uint, udata: *mut c_void) {
     let Some(slot) = p.vcpus.get(vcpu as usize) else {
         return;
     };
-    let mut vs = crate::lock(slot);
+    let mut guard = crate::lock(slot);
+    let vs = &mut *guard;
     let Some((mut op, encoding, period)) = vs.branch.take() else {
         return;
     };
@@ -409,14 +449,13 @@ unsafe extern "C" fn on_branch_done(vcpu: c_uint, udata: *mut c_void) {
         .regs
         .as_mut()
         .map(|r| El::from_u8((r.read(r.cpsr) >> 2) as u8 & 3));
-    drop(vs);
     let is_eret = spe_protocol::a64::branch(encoding)
         .is_some_and(|b| b.target == spe_protocol::a64::Target::Unknown);
     let same_el = el.flatten() == Some(op.el);
     if (same_el || is_eret) && capture::complete_branch(&mut op, encoding, tb[0].pc) {
-        push(p, vcpu, &op, period);
+        push(vs, &op, period);
     } else {
-        p.counts.branch_lost.fetch_add(1, Ordering::Relaxed);
+        vs.counts.branch_lost += 1;
     }
 }
 
@@ -518,24 +557,25 @@ unsafe extern "C" fn on_vcpu_init(_id: qemu_plugin_id_t, vcpu: c_uint) {
     crate::lock(slot).regs = regs;
 }
 
-unsafe extern "C" fn on_vcpu_resume(_id: qemu_plugin_id_t, _vcpu: c_uint) {
-    plugin().started.get_or_init(Instant::now);
+unsafe extern "C" fn on_vcpu_resume(_id: qemu_plugin_id_t, vcpu: c_uint) {
+    let p = plugin();
+    p.started.get_or_init(Instant::now);
+    // It idled: time went on without counting.
+    if let Some(slot) = p.vcpus.get(vcpu as usize) {
+        crate::lock(slot).timestamps.stale();
+    }
 }
 
 unsafe extern "C" fn on_exit(_id: qemu_plugin_id_t, _udata: *mut c_void) {
-    let c = &plugin().counts;
-    let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let mut c = Counts::default();
+    for slot in plugin().vcpus.iter() {
+        c += crate::lock(slot).counts;
+    }
     out(&format!(
         "{} selections: {} sampled, {} lost to a full ring, {} at an EL not profiled, \
          {} while nothing was profiled, {} branches an exception followed; \
          {} counter reloads after a missed selection",
-        n(&c.selected),
-        n(&c.sampled),
-        n(&c.lost),
-        n(&c.other_el),
-        n(&c.idle),
-        n(&c.branch_lost),
-        n(&c.resyncs)
+        c.selected, c.sampled, c.lost, c.other_el, c.idle, c.branch_lost, c.resyncs
     ));
 }
 
@@ -596,27 +636,34 @@ unsafe fn install(
     let socket = parse_args(argc, argv)?;
     // SAFETY: the system member is the one set for system emulation.
     let vcpus = unsafe { info.__bindgen_anon_1.system.max_vcpus }.max(1) as u32;
-    let feed = Feed::connect(&socket, vcpus)
+    let (feed, vcpu_feeds) = Feed::connect(&socket, vcpus)
         .map_err(|e| format!("cannot feed the backend at {}: {e}", socket.display()))?;
     // SAFETY: a new scoreboard of two u64 per vCPU, for the plugin's life.
     let score = unsafe { qemu_plugin_scoreboard_new(16) };
     let plugin = Plugin {
         entry: Entry(qemu_plugin_u64 { score, offset: 0 }),
         pending: Entry(qemu_plugin_u64 { score, offset: 8 }),
-        vcpus: (0..vcpus)
-            .map(|v| {
+        vcpus: vcpu_feeds
+            .into_iter()
+            .zip(0u32..)
+            .map(|(feed, v)| {
                 Mutex::new(VcpuState {
                     regs: None,
+                    feed,
                     rng: 0x9e37_79b9 ^ v.wrapping_mul(0x85eb_ca6b) | 1,
                     freq: None,
                     branch: None,
+                    ops: 0,
+                    loaded: 0,
+                    timestamps: Timestamps::new(),
+                    last_el: None,
+                    counts: Counts::default(),
                 })
             })
             .collect(),
-        feed: Mutex::new(feed),
+        _feed: feed,
         tbs: Mutex::new(Vec::new()),
         started: OnceLock::new(),
-        counts: Counts::default(),
     };
     if PLUGIN.set(plugin).is_err() {
         return Err("installed twice".into());
