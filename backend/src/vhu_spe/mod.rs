@@ -298,6 +298,12 @@ impl VhostUserSpeBackend {
         match device_event {
             CONTROL_QUEUE => {
                 debug!("control queue kick");
+                // The plugin's samples so far first, as the patched QEMU
+                // flushes its ring before a register access: a stop
+                // must not find them still queued (they would be dropped
+                // as taken with profiling off, or land after a PMBPTR
+                // the driver already read).
+                self.feed_tick();
                 self.handle_ctrl(&vrings[CONTROL_QUEUE as usize])?;
                 self.flush_events(&vrings[EVENT_QUEUE as usize])
             }
