@@ -4,19 +4,24 @@
 //! Per TB, one inline add takes its instructions off the vCPU's counter,
 //! one conditional callback fires when the selection is in the TB (or was
 //! missed), and one when the previous TB ended in a sampled branch, whose
-//! outcome this TB's address gives. Loads, stores and conditional selects
-//! carry their own conditional callback, which fires only when the
-//! instruction is the selected one, with register reads allowed, and
-//! builds its record (`capture.rs`) before it runs (`count.rs` has the
+//! outcome this TB's address gives. A load or store whose address
+//! registers, or a conditional select whose flags, an earlier instruction
+//! of its TB may have written carries its own conditional callback, which
+//! fires only when the instruction is the selected one, with register
+//! reads allowed, and builds its record (`capture.rs`) before it runs;
+//! the TB's callback takes every other selection from the registers at
+//! the TB's start, which are then the same (`count.rs` has the
 //! arithmetic). Every other instruction runs no plugin code at all.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use qemu_plugin_sys::*;
-use spe_protocol::a64::Registers;
+use spe_protocol::a64::{self, Registers};
+use spe_protocol::op::OpClass;
 use spe_protocol::op::SampledOp;
 use spe_protocol::regs::El;
 
@@ -38,8 +43,9 @@ extern "C" {
 struct Insn {
     pc: u64,
     encoding: u32,
-    /// It has its own callback: its record needs the registers as they
-    /// are just before it runs (a load or store, a conditional select).
+    /// It has its own callback: its record needs registers as they are
+    /// just before it runs, which an earlier instruction of its TB may
+    /// have written (a load or store's address, a select's flags).
     own: bool,
 }
 
@@ -49,15 +55,34 @@ struct Tb {
 }
 
 impl Insn {
-    fn needs_own_callback(encoding: u32) -> bool {
+    /// Whether the record of `encoding` needs its own callback, given
+    /// the registers the instructions before it in its TB may write
+    /// ([`a64::regset`]). Without, the TB's callback takes it from the
+    /// registers at the TB's start, which are then the same: no
+    /// conditional branch (which ends TCG's basic block and makes it
+    /// store every guest register it holds) at that instruction.
+    /// A load, store or conditional select: its record reads registers.
+    fn is_taken_with_registers(encoding: u32) -> bool {
         matches!(
-            spe_protocol::a64::classify(encoding).class,
-            spe_protocol::op::OpClass::LoadStore { .. }
-                | spe_protocol::op::OpClass::Other {
+            a64::classify(encoding).class,
+            OpClass::LoadStore { .. }
+                | OpClass::Other {
                     cond_select: true,
                     ..
                 }
         )
+    }
+
+    fn needs_own_callback(encoding: u32, written: u64) -> bool {
+        match a64::classify(encoding).class {
+            OpClass::LoadStore { .. } => {
+                a64::data_address(encoding).is_some_and(|a| a64::address_reads(&a) & written != 0)
+            }
+            OpClass::Other {
+                cond_select: true, ..
+            } => written & a64::regset::NZCV != 0,
+            _ => false,
+        }
     }
 }
 
@@ -118,6 +143,10 @@ struct Plugin {
     tbs: Mutex<Vec<Box<Tb>>>,
     /// When the vCPUs first ran: QEMU's virtual clock starts about then.
     started: OnceLock<Instant>,
+    /// Loads, stores and selects translated, and those of them that
+    /// needed their own callback, for the summary at exit.
+    translated: AtomicU64,
+    own: AtomicU64,
 }
 
 /// What a vCPU's callbacks did, for the summary at exit.
@@ -419,9 +448,9 @@ unsafe extern "C" fn on_tb(vcpu: c_uint, udata: *mut c_void) {
         if insn.own {
             return; // its callback takes it, and reloads
         }
-        let take = match spe_protocol::a64::classify(insn.encoding).class {
-            spe_protocol::op::OpClass::Branch { .. } if k + 1 == n => Take::AtNextTb,
-            spe_protocol::op::OpClass::Branch { .. } => Take::Lost,
+        let take = match a64::classify(insn.encoding).class {
+            OpClass::Branch { .. } if k + 1 == n => Take::AtNextTb,
+            OpClass::Branch { .. } => Take::Lost,
             _ => Take::Now,
         };
         entry = select(p, vcpu, entry, insn, take);
@@ -449,8 +478,7 @@ unsafe extern "C" fn on_branch_done(vcpu: c_uint, udata: *mut c_void) {
         .regs
         .as_mut()
         .map(|r| El::from_u8((r.read(r.cpsr) >> 2) as u8 & 3));
-    let is_eret = spe_protocol::a64::branch(encoding)
-        .is_some_and(|b| b.target == spe_protocol::a64::Target::Unknown);
+    let is_eret = a64::branch(encoding).is_some_and(|b| b.target == a64::Target::Unknown);
     let same_el = el.flatten() == Some(op.el);
     if (same_el || is_eret) && capture::complete_branch(&mut op, encoding, tb[0].pc) {
         push(vs, &op, period);
@@ -469,21 +497,31 @@ unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb)
         if n == 0 {
             return;
         }
+        let mut written = 0;
         let insns: Box<[Insn]> = (0..n)
             .map(|i| {
                 let insn = qemu_plugin_tb_get_insn(tb, i);
                 let mut b = [0u8; 4];
                 qemu_plugin_insn_data(insn, b.as_mut_ptr().cast(), 4);
                 let encoding = u32::from_le_bytes(b);
+                let own = Insn::needs_own_callback(encoding, written);
+                written |= a64::writes(encoding);
                 Insn {
                     pc: qemu_plugin_insn_vaddr(insn),
                     encoding,
-                    own: Insn::needs_own_callback(encoding),
+                    own,
                 }
             })
             .collect();
         // Boxed so that the callbacks' pointer to it stays put when the
         // list grows.
+        let (mut taken, mut own) = (0, 0);
+        for insn in insns.iter() {
+            taken += u64::from(Insn::is_taken_with_registers(insn.encoding));
+            own += u64::from(insn.own);
+        }
+        p.translated.fetch_add(taken, Ordering::Relaxed);
+        p.own.fetch_add(own, Ordering::Relaxed);
         let tb_data = Box::new(Tb { insns });
         let udata = &*tb_data as *const Tb as *mut c_void;
         qemu_plugin_register_vcpu_tb_exec_cond_cb(
@@ -574,8 +612,17 @@ unsafe extern "C" fn on_exit(_id: qemu_plugin_id_t, _udata: *mut c_void) {
     out(&format!(
         "{} selections: {} sampled, {} lost to a full ring, {} at an EL not profiled, \
          {} while nothing was profiled, {} branches an exception followed; \
-         {} counter reloads after a missed selection",
-        c.selected, c.sampled, c.lost, c.other_el, c.idle, c.branch_lost, c.resyncs
+         {} counter reloads after a missed selection; \
+         {} of {} loads, stores and selects translated with their own callback",
+        c.selected,
+        c.sampled,
+        c.lost,
+        c.other_el,
+        c.idle,
+        c.branch_lost,
+        c.resyncs,
+        plugin().own.load(Ordering::Relaxed),
+        plugin().translated.load(Ordering::Relaxed)
     ));
 }
 
@@ -664,6 +711,8 @@ unsafe fn install(
         _feed: feed,
         tbs: Mutex::new(Vec::new()),
         started: OnceLock::new(),
+        translated: AtomicU64::new(0),
+        own: AtomicU64::new(0),
     };
     if PLUGIN.set(plugin).is_err() {
         return Err("installed twice".into());

@@ -398,5 +398,93 @@ impl Condition {
     }
 }
 
+/// Register sets as bit masks: bit n for Xn (0-30), [`regset::SP`] for
+/// SP, [`regset::NZCV`] for the flags.
+pub mod regset {
+    /// SP; also what a destination field of 31 sets, SP or XZR (a write
+    /// to XZR changes nothing, but telling the two apart is not worth
+    /// the decode).
+    pub const SP: u64 = 1 << 31;
+    pub const NZCV: u64 = 1 << 32;
+    /// Whatever an instruction not decoded here may write.
+    pub const ALL: u64 = u64::MAX;
+}
+
+fn reg(n: u32) -> u64 {
+    1 << (n & 31)
+}
+
+/// The registers `insn` may write ([`regset`]), conservatively: more
+/// than it writes is allowed, less is not. What the plugin needs to know
+/// whether a later instruction of the same TB still sees the registers
+/// of the TB's start. Branches, system instructions, SVE, SME and
+/// anything unallocated may write everything.
+pub fn writes(insn: u32) -> u64 {
+    // The S bit of the flag-setting forms (and part of an immediate or
+    // an opc in others: more than they write).
+    let flags = if bit(insn, 29) { regset::NZCV } else { 0 };
+    match bits(insn, 25, 4) {
+        // Data processing, immediate and register: Rd, flags.
+        0b1000 | 0b1001 | 0b0101 | 0b1101 => reg(insn) | flags,
+        // SIMD&FP: a general-register destination is Rd; compares set
+        // the flags.
+        0b0111 | 0b1111 => reg(insn) | regset::NZCV,
+        0b0100 | 0b0110 | 0b1100 | 0b1110 => load_store_writes(insn),
+        _ => regset::ALL,
+    }
+}
+
+/// [`writes`] for the loads and stores: the forms of [`data_address`]
+/// but the exclusive, atomic and tag ones, which may write everything.
+fn load_store_writes(insn: u32) -> u64 {
+    let simd = bit(insn, 26);
+    let rt = if simd { 0 } else { reg(insn) };
+    let rn = reg(insn >> 5);
+    // A general-register load (or prefetch) writes Rt.
+    let load = |opc: u32| if opc != 0 { rt } else { 0 };
+    if insn & 0xbe00_0000 == 0x0c00_0000 {
+        // Structures: V registers, and the base if post-indexed.
+        return if bit(insn, 23) { rn } else { 0 };
+    }
+    if insn & 0x3b00_0000 == 0x1800_0000 {
+        return rt; // literal
+    }
+    if insn & 0x3f20_0c00 == 0x1900_0000 {
+        return load(bits(insn, 22, 2)); // LDAPUR, STLUR
+    }
+    if insn & 0x3800_0000 == 0x2800_0000 {
+        // Pairs: Rt and Rt2 when loading, the base when post- or
+        // pre-indexed.
+        let wb = if bit(insn, 23) { rn } else { 0 };
+        let rt2 = if simd { 0 } else { reg(insn >> 10) };
+        return wb | if bit(insn, 22) { rt | rt2 } else { 0 };
+    }
+    if insn & 0x3b00_0000 == 0x3900_0000 {
+        return load(bits(insn, 22, 2)); // unsigned offset
+    }
+    if insn & 0x3b00_0000 == 0x3800_0000 {
+        let opc = bits(insn, 22, 2);
+        return match (bit(insn, 21), bits(insn, 10, 2)) {
+            // Unscaled, unprivileged, register offset.
+            (false, 0b00 | 0b10) | (true, 0b10) => load(opc),
+            // Post- and pre-indexed.
+            (false, _) => rn | load(opc),
+            // LDRAA, LDRAB; W (bit 11) writes the base back.
+            (true, 0b01 | 0b11) if !simd => rt | if bit(insn, 11) { rn } else { 0 },
+            _ => regset::ALL, // atomics, LD64B and the like
+        };
+    }
+    regset::ALL
+}
+
+/// The registers [`Address::eval`] reads for `addr`.
+pub fn address_reads(addr: &Address) -> u64 {
+    match *addr {
+        Address::Base { n, .. } => reg(n.into()),
+        Address::Indexed { n, m, .. } => reg(n.into()) | if m == 31 { 0 } else { reg(m.into()) },
+        Address::Literal { .. } => 0,
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -205,3 +205,83 @@ fn index_extends() {
     );
     assert_eq!(addr(Extend::Lsl, 1).eval(0, &mut Neg), 0x10_0000 - 4);
 }
+
+#[test]
+fn the_registers_an_instruction_may_write() {
+    use regset::{ALL, NZCV, SP as SP_};
+    let r = |n: &[u32]| n.iter().map(|&i| 1u64 << i).sum::<u64>();
+    #[rustfmt::skip]
+    let table: &[(u32, &str, u64)] = &[
+        (0x91002041, "add x1, x2, #8", r(&[1])),
+        (0xb1002041, "adds x1, x2, #8", r(&[1]) | NZCV),
+        (0x910043ff, "add sp, sp, #16", SP_),
+        (0xd28000a3, "mov x3, #5", r(&[3])),
+        // MOVK's opc has bit 29 set: the flags too, more than it writes.
+        (0xf2a000a3, "movk x3, #5, lsl #16", r(&[3]) | NZCV),
+        (0x90000004, "adrp x4, .", r(&[4])),
+        (0x92401cc5, "and x5, x6, #0xff", r(&[5])),
+        (0xd3442d07, "ubfx x7, x8, #4, #8", r(&[7])),
+        (0x8b030041, "add x1, x2, x3", r(&[1])),
+        (0xeb030041, "subs x1, x2, x3", r(&[1]) | NZCV),
+        // XZR counted as SP.
+        (0xeb03005f, "cmp x2, x3", SP_ | NZCV),
+        (0x9a830041, "csel x1, x2, x3, eq", r(&[1])),
+        // Its Rd field is the immediate NZCV: X0, more than it writes.
+        (0xfa421020, "ccmp x1, x2, #0, ne", r(&[0]) | NZCV),
+        (0x9b031041, "madd x1, x2, x3, x4", r(&[1])),
+        (0x8b2243e1, "add x1, sp, w2, uxtw", r(&[1])),
+        (0x9e660009, "fmov x9, d0", r(&[9]) | NZCV),
+        (0x1e622820, "fadd d0, d1, d2", r(&[0]) | NZCV),
+        (0x1e612000, "fcmp d0, d1", r(&[0]) | NZCV),
+        (0x0e0c3c0a, "umov w10, v0.s[1]", r(&[10]) | NZCV),
+        (0xf9400841, "ldr x1, [x2, #16]", r(&[1])),
+        (0xb85fdc41, "ldr w1, [x2, #-3]!", r(&[1, 2])),
+        (0xf8408441, "ldr x1, [x2], #8", r(&[1, 2])),
+        (0xf9000441, "str x1, [x2, #8]", 0),
+        (0xf8008c41, "str x1, [x2, #8]!", r(&[2])),
+        (0x3862c820, "ldrb w0, [x1, w2, sxtw]", r(&[0])),
+        (0x3dc00820, "ldr q0, [x1, #32]", 0),
+        (0x3cc20420, "ldr q0, [x1], #32", r(&[1])),
+        (0xa8c17bfd, "ldp x29, x30, [sp], #16", r(&[29, 30]) | SP_),
+        (0xa9be7bfd, "stp x29, x30, [sp, #-32]!", SP_),
+        (0xa9010861, "stp x1, x2, [x3, #16]", 0),
+        (0xa9410861, "ldp x1, x2, [x3, #16]", r(&[1, 2])),
+        (0xad420460, "ldp q0, q1, [x3, #64]", 0),
+        (0x4c407020, "ld1 {v0.16b}, [x1]", 0),
+        (0x4cdf7020, "ld1 {v0.16b}, [x1], #16", r(&[1])),
+        (0x58000001, "ldr x1, .", r(&[1])),
+        (0xd9408041, "ldapur x1, [x2, #8]", r(&[1])),
+        (0xd9008041, "stlur x1, [x2, #8]", 0),
+        (0xf8201c41, "ldraa x1, [x2, #8]!", r(&[1, 2])),
+        (0xf8201441, "ldraa x1, [x2, #8]", r(&[1])),
+        // Rt is the prefetch operation: X0, more than it writes.
+        (0xf9802020, "prfm pldl1keep, [x1, #64]", r(&[0])),
+        (0xf8408841, "ldtr x1, [x2, #8]", r(&[1])),
+        (0xc85f7ca0, "ldxr x0, [x5]", ALL),
+        (0xf82100e2, "ldadd x1, x2, [x7]", ALL),
+        (0x14000000, "b .", ALL),
+        (0x94000000, "bl .", ALL),
+        (0xd53bd041, "mrs x1, tpidr_el0", ALL),
+        (0xd4000001, "svc #0", ALL),
+    ];
+    for &(insn, asm, want) in table {
+        assert_eq!(writes(insn), want, "{asm} ({insn:#010x})");
+    }
+}
+
+#[test]
+fn the_registers_an_address_reads() {
+    use regset::SP as SP_;
+    #[rustfmt::skip]
+    let table: &[(u32, &str, u64)] = &[
+        (0xf9400841, "ldr x1, [x2, #16]", 1 << 2),
+        (0xf8627820, "ldr x0, [x1, x2, lsl #3]", 1 << 1 | 1 << 2),
+        (0xf87f6820, "ldr x0, [x1, xzr]", 1 << 1),
+        (0x3d800be0, "str q0, [sp, #32]", SP_),
+        (0x58000001, "ldr x1, .", 0),
+    ];
+    for &(insn, asm, want) in table {
+        let addr = data_address(insn).unwrap_or_else(|| panic!("{asm}: no address"));
+        assert_eq!(address_reads(&addr), want, "{asm} ({insn:#010x})");
+    }
+}
