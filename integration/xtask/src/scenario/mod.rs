@@ -50,6 +50,8 @@ pub struct Scenario {
     pub kill_backend_when: Option<&'static str>,
     /// Full emulation, or the paravirtual path (see [`SpeRun`]).
     pub spe: Option<SpeRun>,
+    /// The guest's vCPUs if not the rig's ([`VCPUS`]).
+    pub vcpus: Option<u32>,
 }
 
 impl Scenario {
@@ -63,6 +65,7 @@ impl Scenario {
             expect,
             kill_backend_when: None,
             spe: None,
+            vcpus: None,
         }
     }
 
@@ -87,6 +90,14 @@ impl Scenario {
     /// script).
     pub fn named(self, name: &'static str) -> Scenario {
         Scenario { name, ..self }
+    }
+
+    /// With `n` vCPUs (QEMU's `-smp` and the backend's `--vcpus`).
+    pub fn vcpus(self, n: u32) -> Scenario {
+        Scenario {
+            vcpus: Some(n),
+            ..self
+        }
     }
 
     /// See [`Scenario::kill_backend_when`].

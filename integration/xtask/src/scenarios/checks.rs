@@ -177,6 +177,35 @@ pub fn check_spe_perf(out: &RunOutput) -> Result<(), String> {
     j.finish()
 }
 
+/// The vCPUs of `spe-smp8`.
+pub const SMP8_VCPUS: u32 = 8;
+
+/// Every one of eight vCPUs sampled at once, and perf decoded exactly the
+/// records the backend wrote; a difference is shown with what perf and
+/// the backend reported lost.
+pub fn check_spe_smp8(out: &RunOutput) -> Result<(), String> {
+    let j = Judge::new(out);
+    j.check(j.num("cpus") == Some(SMP8_VCPUS.into()), || {
+        format!("the guest has {:?} CPUs, want {SMP8_VCPUS}", j.num("cpus"))
+    });
+    for c in 0..SMP8_VCPUS {
+        j.positive(&[&format!("cpu{c}_records")]);
+    }
+    if let Some((guest, backend)) = decoded(&j) {
+        j.check(guest > 0 && guest == backend, || {
+            format!(
+                "perf decoded {guest} records, the backend wrote {backend}: perf flagged \
+                 {:?} AUX records (truncated, partial or collided) and {:?} lost events, \
+                 the backend discarded {:?}",
+                j.num("aux_flagged"),
+                j.num("lost_events"),
+                j.stat(|s| s.discarded)
+            )
+        });
+    }
+    j.finish()
+}
+
 /// Buffer-full PMBIRQs happened and were handled, and perf kept
 /// collecting.
 pub fn check_spe_buffer_full(out: &RunOutput) -> Result<(), String> {

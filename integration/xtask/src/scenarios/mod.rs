@@ -56,7 +56,14 @@ pub fn run_all(rig: &Rig, scenarios: &[&Scenario]) -> Result<Summary> {
         expected: 0,
     };
     for s in scenarios {
-        let out = rig.run(&GuestRun::of(s))?;
+        let out = match s.vcpus {
+            Some(vcpus) if vcpus != rig.vcpus => Rig {
+                vcpus,
+                ..rig.clone()
+            }
+            .run(&GuestRun::of(s))?,
+            _ => rig.run(&GuestRun::of(s))?,
+        };
         let secs = out.elapsed.as_secs_f64();
         let booted = out.result("kernel").unwrap_or("");
         let judged = if !booted.is_empty() && !rig.spec.matches(booted) {
