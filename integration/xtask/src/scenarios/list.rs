@@ -138,7 +138,9 @@ pub fn all() -> Vec<Scenario> {
         proof("spe-smp2-pinned", proofs::check_spe_smp2_pinned),
         // Load: every one of eight vCPUs sampling the guest's real
         // operations at once, each record accounted for.
-        proof("spe-smp8", check_spe_smp8).vcpus(SMP8_VCPUS),
+        Scenario::new("spe-smp8", "spe-smp8", 480, Expect::pass(check_spe_smp8))
+            .spe(n1())
+            .vcpus(SMP8_VCPUS),
         // FEAT_PMUv3_SS: the guest driver's interface, and a capture the
         // host requests.
         Scenario::new(
