@@ -115,6 +115,12 @@ struct VcpuState {
     /// and time the counter did not see.
     last_el: Option<El>,
     counts: Counts,
+    /// `validate=on`: a load or store selected at its TB's start (its
+    /// `Insn`'s address), the VA its record has, to compare with the
+    /// registers at the instruction ([`on_check`]), and the counter then:
+    /// the same at the instruction in the same run of the TB, lower in
+    /// any later one.
+    expect: Option<(usize, u64, u64)>,
 }
 
 // SAFETY: the handles are QEMU's, valid for the vCPU's life and the same
@@ -147,6 +153,9 @@ struct Plugin {
     /// needed their own callback, for the summary at exit.
     translated: AtomicU64,
     own: AtomicU64,
+    /// `validate=on`: [`on_check`] on every load and store taken at its
+    /// TB's start.
+    validate: bool,
 }
 
 /// What a vCPU's callbacks did, for the summary at exit.
@@ -166,6 +175,10 @@ struct Counts {
     sampled: u64,
     /// Operations lost to a full ring.
     lost: u64,
+    /// `validate=on`: addresses taken at a TB's start checked at their
+    /// instruction, and those that differed.
+    checked: u64,
+    differed: u64,
 }
 
 impl std::ops::AddAssign for Counts {
@@ -177,6 +190,8 @@ impl std::ops::AddAssign for Counts {
         self.branch_lost += o.branch_lost;
         self.sampled += o.sampled;
         self.lost += o.lost;
+        self.checked += o.checked;
+        self.differed += o.differed;
     }
 }
 
@@ -382,6 +397,10 @@ fn select(p: &Plugin, vcpu: c_uint, entry: u64, insn: &Insn, take: Take) -> u64 
         random,
     };
     let op = capture::capture(insn.encoding, &cx, regs);
+    if p.validate && !insn.own && matches!(op.class, OpClass::LoadStore { .. }) {
+        vs.expect =
+            (!op.no_data_address).then_some((insn as *const Insn as usize, op.data_va, next));
+    }
     match take {
         Take::Now => push(vs, &op, period),
         Take::AtNextTb => {
@@ -548,6 +567,19 @@ unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb)
             count::BIAS,
             udata,
         );
+        if p.validate {
+            for (i, insn) in tb_data.insns.iter().enumerate() {
+                let early = !insn.own && a64::data_address(insn.encoding).is_some();
+                if early && Insn::is_taken_with_registers(insn.encoding) {
+                    qemu_plugin_register_vcpu_insn_exec_cb(
+                        qemu_plugin_tb_get_insn(tb, i),
+                        Some(on_check),
+                        qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
+                        insn as *const Insn as *mut c_void,
+                    );
+                }
+            }
+        }
         for (i, insn) in tb_data
             .insns
             .iter()
@@ -565,6 +597,42 @@ unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb)
             );
         }
         crate::lock(&p.tbs).push(tb_data);
+    }
+}
+
+/// `validate=on`: a load or store without a callback of its own, before
+/// it runs. If it is the one selected at its TB's start, its address
+/// from the registers now must be the one its record has: what
+/// `a64::writes` promised.
+unsafe extern "C" fn on_check(vcpu: c_uint, udata: *mut c_void) {
+    let Some(slot) = plugin().vcpus.get(vcpu as usize) else {
+        return;
+    };
+    let mut guard = crate::lock(slot);
+    let vs = &mut *guard;
+    let Some((at, va, _)) = vs
+        .expect
+        .filter(|&(at, _, entry)| at == udata as usize && entry == get(vcpu))
+    else {
+        return;
+    };
+    vs.expect = None;
+    // SAFETY: as in `on_insn`.
+    let insn = unsafe { &*(udata as *const Insn) };
+    let (Some(addr), Some(regs)) = (a64::data_address(insn.encoding), vs.regs.as_mut()) else {
+        return;
+    };
+    let now = addr.eval(insn.pc, regs);
+    vs.counts.checked += 1;
+    if now != va {
+        vs.counts.differed += 1;
+        if vs.counts.differed <= 10 {
+            out(&format!(
+                "validate: {:#x} ({:#010x}) taken at its TB's start with VA {va:#x}, {now:#x} at \
+                 the instruction ({at:#x})",
+                insn.pc, insn.encoding
+            ));
+        }
     }
 }
 
@@ -613,7 +681,7 @@ unsafe extern "C" fn on_exit(_id: qemu_plugin_id_t, _udata: *mut c_void) {
         "{} selections: {} sampled, {} lost to a full ring, {} at an EL not profiled, \
          {} while nothing was profiled, {} branches an exception followed; \
          {} counter reloads after a missed selection; \
-         {} of {} loads, stores and selects translated with their own callback",
+         {} of {} loads, stores and selects translated with their own callback{}",
         c.selected,
         c.sampled,
         c.lost,
@@ -622,22 +690,39 @@ unsafe extern "C" fn on_exit(_id: qemu_plugin_id_t, _udata: *mut c_void) {
         c.branch_lost,
         c.resyncs,
         plugin().own.load(Ordering::Relaxed),
-        plugin().translated.load(Ordering::Relaxed)
+        plugin().translated.load(Ordering::Relaxed),
+        if plugin().validate {
+            format!(
+                "; validate: {} addresses taken at a TB's start checked at their instruction, \
+                 {} differed",
+                c.checked, c.differed
+            )
+        } else {
+            String::new()
+        }
     ));
 }
 
-/// `socket=PATH`: the backend's `--plugin-socket`.
-fn parse_args(argc: c_int, argv: *const *const c_char) -> Result<PathBuf, String> {
-    let mut socket = None;
+/// `socket=PATH`: the backend's `--plugin-socket`; `validate=on`: check
+/// every address taken at a TB's start at its instruction too.
+fn parse_args(argc: c_int, argv: *const *const c_char) -> Result<(PathBuf, bool), String> {
+    let (mut socket, mut validate) = (None, false);
     for i in 0..argc.max(0) as usize {
         // SAFETY: QEMU passes `argc` C strings.
         let arg = unsafe { CStr::from_ptr(*argv.add(i)) }.to_string_lossy();
         match arg.split_once('=') {
             Some(("socket", path)) if !path.is_empty() => socket = Some(PathBuf::from(path)),
-            _ => return Err(format!("unknown argument {arg:?} (it takes socket=PATH)")),
+            Some(("validate", v @ ("on" | "off"))) => validate = v == "on",
+            _ => {
+                return Err(format!(
+                    "unknown argument {arg:?} (it takes socket=PATH and validate=on|off)"
+                ))
+            }
         }
     }
-    socket.ok_or_else(|| "socket=PATH (the backend's --plugin-socket) is missing".into())
+    let socket =
+        socket.ok_or("socket=PATH (the backend's --plugin-socket) is missing".to_string())?;
+    Ok((socket, validate))
 }
 
 /// # Safety
@@ -680,7 +765,7 @@ unsafe fn install(
             }
         ));
     }
-    let socket = parse_args(argc, argv)?;
+    let (socket, validate) = parse_args(argc, argv)?;
     // SAFETY: the system member is the one set for system emulation.
     let vcpus = unsafe { info.__bindgen_anon_1.system.max_vcpus }.max(1) as u32;
     let (feed, vcpu_feeds) = Feed::connect(&socket, vcpus)
@@ -705,6 +790,7 @@ unsafe fn install(
                     timestamps: Timestamps::new(),
                     last_el: None,
                     counts: Counts::default(),
+                    expect: None,
                 })
             })
             .collect(),
@@ -713,6 +799,7 @@ unsafe fn install(
         started: OnceLock::new(),
         translated: AtomicU64::new(0),
         own: AtomicU64::new(0),
+        validate,
     };
     if PLUGIN.set(plugin).is_err() {
         return Err("installed twice".into());

@@ -9,7 +9,12 @@ use crate::scenarios::Set;
 use spe_protocol::profile::CpuProfile;
 
 /// The scenarios of [`scenarios`]: the only ones the unpatched QEMU runs.
-pub const SCENARIOS: &[&str] = &["stock-profile", "stock-no-plugin", "stock-launcher"];
+pub const SCENARIOS: &[&str] = &[
+    "stock-profile",
+    "stock-no-plugin",
+    "stock-validate",
+    "stock-launcher",
+];
 
 pub fn is_stock(name: &str) -> bool {
     SCENARIOS.contains(&name)
@@ -50,6 +55,18 @@ pub fn scenarios() -> Vec<Scenario> {
                 ..SpeRun::stock(CpuProfile::NeoverseN1)
             },
         ),
+        // The plugin's promise that a load or store it takes at its TB's
+        // start has the address it would have at the instruction
+        // (`a64::writes`), checked at every such instruction of a run.
+        run(
+            "stock-validate",
+            "stock-profile",
+            Expect::pass(check_validate),
+            SpeRun {
+                plugin_validate: true,
+                ..SpeRun::stock(CpuProfile::NeoverseN1)
+            },
+        ),
         // `spe-qemu --spe-stock` from a plain command line, installed as
         // `cargo xtask install` does (the plugin under lib/).
         run(
@@ -62,6 +79,34 @@ pub fn scenarios() -> Vec<Scenario> {
             },
         ),
     ]
+}
+
+/// The plugin's summary (`plugin.log`): addresses taken at a TB's start
+/// were checked at their instruction, and none differed.
+fn check_validate(out: &RunOutput) -> Result<(), String> {
+    let log = std::fs::read_to_string(out.dir.join("plugin.log"))
+        .map_err(|e| format!("plugin.log: {e}"))?;
+    match validation(&log) {
+        Some((checked, 0)) if checked > 0 => check_profile(out),
+        Some((checked, differed)) => Err(format!(
+            "{differed} of {checked} addresses taken at a TB's start differed at their instruction"
+        )),
+        None => Err("plugin.log has no validation summary".into()),
+    }
+}
+
+/// (checked, differed) from the summary line of a `validate=on` run (not
+/// from the lines it writes for the first addresses that differed).
+fn validation(log: &str) -> Option<(u64, u64)> {
+    let summary = log
+        .lines()
+        .filter(|l| l.contains("checked at their instruction"))
+        .find_map(|l| l.rsplit_once("validate: "))?
+        .1;
+    let mut n = summary
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok());
+    Some((n.next()?, n.next()?))
 }
 
 /// The device's PMU is there and perf decoded its records.
@@ -89,5 +134,15 @@ mod tests {
     fn the_list_names_every_stock_scenario() {
         let names: Vec<&str> = super::scenarios().iter().map(|s| s.name).collect();
         assert_eq!(names, super::SCENARIOS);
+    }
+
+    #[test]
+    fn the_validation_summary_not_the_lines_before_it() {
+        let log = "spe-plugin: validate: 0x4213c0 (0xa90363f7) taken at its TB's start with VA \
+                   0xfffff2722c70, 0xfffff2722c30 at the instruction (0x7f1e04a08bb0)\n\
+                   spe-plugin: 304800 selections: ...; validate: 2111 addresses taken at a TB's \
+                   start checked at their instruction, 73 differed\n";
+        assert_eq!(super::validation(log), Some((2111, 73)));
+        assert_eq!(super::validation("spe-plugin: 1 selections\n"), None);
     }
 }

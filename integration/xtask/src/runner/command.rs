@@ -222,10 +222,12 @@ impl Rig {
             c.args(["-icount", icount]);
         }
         if spec.backend && spec.spe.as_ref().is_some_and(|s| s.plugin) {
+            let validate = spec.spe.as_ref().is_some_and(|s| s.plugin_validate);
             c.arg("-plugin").arg(format!(
-                "{},socket={}",
+                "{},socket={}{}",
                 self.plugin().display(),
-                plugin_socket(socket).display()
+                plugin_socket(socket).display(),
+                if validate { ",validate=on" } else { "" }
             ));
             // The plugin's lines (its summary at exit) in the run's folder.
             c.args(["-d", "plugin", "-D"])

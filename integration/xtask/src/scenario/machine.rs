@@ -134,6 +134,9 @@ pub struct SpeRun {
     /// On the paravirtual path, the samples come from the TCG plugin
     /// (`-plugin libspe_plugin.so` and the backend's `--plugin-socket`).
     pub plugin: bool,
+    /// The plugin checks each address it took at a TB's start again at
+    /// its instruction (`validate=on`; its summary in `plugin.log`).
+    pub plugin_validate: bool,
 }
 
 impl SpeRun {
@@ -156,6 +159,7 @@ impl SpeRun {
             paravirt: false,
             stock: false,
             plugin: false,
+            plugin_validate: false,
         }
     }
 
