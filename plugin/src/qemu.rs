@@ -516,7 +516,7 @@ unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb)
         if n == 0 {
             return;
         }
-        let mut written = 0;
+        let (mut written, mut taken) = (0, 0);
         let insns: Box<[Insn]> = (0..n)
             .map(|i| {
                 let insn = qemu_plugin_tb_get_insn(tb, i);
@@ -525,6 +525,7 @@ unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb)
                 let encoding = u32::from_le_bytes(b);
                 let own = Insn::needs_own_callback(encoding, written);
                 written |= a64::writes(encoding);
+                taken += u64::from(Insn::is_taken_with_registers(encoding));
                 Insn {
                     pc: qemu_plugin_insn_vaddr(insn),
                     encoding,
@@ -532,15 +533,11 @@ unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb)
                 }
             })
             .collect();
-        // Boxed so that the callbacks' pointer to it stays put when the
-        // list grows.
-        let (mut taken, mut own) = (0, 0);
-        for insn in insns.iter() {
-            taken += u64::from(Insn::is_taken_with_registers(insn.encoding));
-            own += u64::from(insn.own);
-        }
+        let own = insns.iter().filter(|i| i.own).count() as u64;
         p.translated.fetch_add(taken, Ordering::Relaxed);
         p.own.fetch_add(own, Ordering::Relaxed);
+        // Boxed so that the callbacks' pointer to it stays put when the
+        // list grows.
         let tb_data = Box::new(Tb { insns });
         let udata = &*tb_data as *const Tb as *mut c_void;
         qemu_plugin_register_vcpu_tb_exec_cond_cb(
@@ -568,9 +565,10 @@ unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb)
             udata,
         );
         if p.validate {
+            // The loads and stores with an address and no callback of
+            // their own (a select has no address to check).
             for (i, insn) in tb_data.insns.iter().enumerate() {
-                let early = !insn.own && a64::data_address(insn.encoding).is_some();
-                if early && Insn::is_taken_with_registers(insn.encoding) {
+                if !insn.own && a64::data_address(insn.encoding).is_some() {
                     qemu_plugin_register_vcpu_insn_exec_cb(
                         qemu_plugin_tb_get_insn(tb, i),
                         Some(on_check),
