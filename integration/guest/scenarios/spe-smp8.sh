@@ -17,23 +17,8 @@ spe_record $d arm_spe_0/ts_enable=1,period=16384/ -a -- sh -c "
     wait" || return
 perf report -D -i $d > $d.dump 2>&1
 result perf_report_rc=$?
-bad=$(grep -ciE 'bad packet|decoder error|failed to decode' $d.dump)
-# One pass over the dump for the rest: AUX and lost events, and each
-# record's last line, whose AUXTRACE chunk gives its CPU.
-# A record's last line outside any chunk is not a record (stray).
-grep -E 'PERF_RECORD_(AUX |AUXTRACE |LOST)|[[:space:]](TS [0-9]+|END)$' $d.dump > $d.lines
-counts=$(awk -v n="$cpus" '
-    /PERF_RECORD_AUXTRACE / { cpu = $NF; next }
-    /PERF_RECORD_AUX / { if ($0 ~ /\[[^]]*[TPC][^]]*\]/) flagged++; next }
-    /PERF_RECORD_LOST/ { lost++; next }
-    cpu == "" { stray++; next }
-    { total++; per[cpu]++ }
-    END {
-        printf "spe_records=%d stray_lines=%d aux_flagged=%d lost_events=%d", total, stray, flagged, lost
-        for (c = 0; c < n; c++) printf " cpu%d_records=%d", c, per[c]
-        printf "\n"
-    }' $d.lines)
-result cpus=$cpus spe_bad_packets=$bad $counts
-grep -m 3 'PERF_RECORD_AUX ' $d.lines
-awk '/PERF_RECORD_AUXTRACE / { exit } { print "stray: " $0 }' $d.lines | head -n 3
+spe_count $d.dump "$cpus" > $d.counts
+result cpus=$cpus $(cat $d.counts)
+grep -m 3 'PERF_RECORD_AUX ' $d.dump.lines
+awk '/PERF_RECORD_AUXTRACE / { exit } { print "stray: " $0 }' $d.dump.lines | head -n 3
 pass

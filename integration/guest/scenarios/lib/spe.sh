@@ -129,6 +129,30 @@ spe_aux_flags() {
     END { printf "aux_records=%d aux_first_size=%s aux_truncated=%d aux_partial=%d aux_collision=%d\n", n, first, t, p, c }'
 }
 
+# spe_count DUMP CPUS: the SPE records in DUMP (`perf report -D`
+# output) counted as perf decoded them, as "spe_bad_packets=N
+# spe_records=N stray_lines=N aux_flagged=N lost_events=N cpu0_records=N
+# ...": decoder errors; records (each record's last line, TS or END)
+# inside an AUXTRACE chunk, whose CPU they count for; such lines outside
+# any chunk (stray: not records); AUX records flagged truncated (T),
+# partial (P) or collided (C); lost events. One pass of grep over the
+# dump (busybox's awk is slow under TCG) keeps those lines in DUMP.lines.
+spe_count() {
+    printf 'spe_bad_packets=%d ' "$(grep -ciE 'bad packet|decoder error|failed to decode' "$1")"
+    grep -E 'PERF_RECORD_(AUX |AUXTRACE |LOST)|[[:space:]](TS [0-9]+|END)$' "$1" > "$1.lines"
+    awk -v n="$2" '
+    /PERF_RECORD_AUXTRACE / { cpu = $NF; next }
+    /PERF_RECORD_AUX / { if ($0 ~ /\[[^]]*[TPC][^]]*\]/) flagged++; next }
+    /PERF_RECORD_LOST/ { lost++; next }
+    cpu == "" { stray++; next }
+    { total++; per[cpu]++ }
+    END {
+        printf "spe_records=%d stray_lines=%d aux_flagged=%d lost_events=%d", total, stray, flagged, lost
+        for (c = 0; c < n; c++) printf " cpu%d_records=%d", c, per[c]
+        printf "\n"
+    }' "$1.lines"
+}
+
 # spe_syms DATA: DATA.syms, the symbol of each sampled PC as perf resolves
 # it (`0xPC SYMBOL`, the PC as DATA.tab writes it: perf script
 # sign-extends kernel PCs, the PC packet holds 56 bits), from perf

@@ -269,6 +269,7 @@ fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome, measure: Measure)
     };
     let out = rig.run(&GuestRun {
         scenario: c.guest.to_string(),
+        params: Vec::new(),
         run_name: match rig.vcpus {
             VCPUS => format!("bench-{}-{tag}", c.guest),
             n => format!("bench-{}-smp{n}-{tag}", c.guest),

@@ -100,7 +100,13 @@ impl Rig {
             .args(["-nographic", "-nic", "none", "-no-reboot"]);
         self.boot_args(
             &mut c,
-            &format!("spe.scenario={}{}{}", spec.scenario, kpti(spec), load(spec)),
+            &format!(
+                "spe.scenario={}{}{}{}",
+                spec.scenario,
+                kpti(spec),
+                load(spec),
+                params(spec)
+            ),
         );
         c
     }
@@ -183,11 +189,12 @@ impl Rig {
         self.boot_args(
             &mut c,
             &format!(
-                "spe.scenario={} spe.virtio_id={}{}{}{}",
+                "spe.scenario={} spe.virtio_id={}{}{}{}{}",
                 spec.scenario,
                 virtio_id(spec),
                 kpti(spec),
                 load(spec),
+                params(spec),
                 clock.map_or(String::new(), |c| format!(
                     " spe.mark_pause={}{}",
                     callgrind::PAUSE_S,
@@ -264,6 +271,14 @@ fn load(spec: &GuestRun) -> String {
     }
 }
 
+/// The run's own ` spe.KEY=VALUE` parameters.
+fn params(spec: &GuestRun) -> String {
+    spec.params
+        .iter()
+        .map(|(k, v)| format!(" spe.{k}={v}"))
+        .collect()
+}
+
 /// ` kpti=off` for a core without E0PD, where Linux with KASLR unmaps
 /// the kernel at EL0 and its SPE driver then refuses the profiling buffer
 /// (as on the real core); nothing for the others.
@@ -301,6 +316,7 @@ mod tests {
     fn run(spe: Option<SpeRun>) -> GuestRun {
         GuestRun {
             scenario: "boot".into(),
+            params: Vec::new(),
             run_name: "boot".into(),
             backend: spe.is_some(),
             timeout: Duration::from_secs(1),

@@ -76,12 +76,16 @@ impl Connection {
     }
 }
 
+/// One command on a connection of its own: what a user's `ctl` does.
+pub fn execute(socket: &Path, cmd: &Command) -> Result<Reply> {
+    Connection::open(socket)?.execute(cmd)
+}
+
 /// `query-spu` of every vCPU: the one place the harness asks the backend
 /// for its SPUs. It answers only while a VM is connected, so the runner
 /// asks before QEMU ends.
 pub fn query_spu(socket: &Path) -> Result<SpuList> {
-    let cmd = Command::QuerySpu(VcpuArgs::default());
-    match Connection::open(socket)?.execute(&cmd)? {
+    match execute(socket, &Command::QuerySpu(VcpuArgs::default()))? {
         Reply::Spus(list) => Ok(list),
         other => bail!("query-spu answered {other:?}"),
     }

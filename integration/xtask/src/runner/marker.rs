@@ -59,18 +59,22 @@ impl Run<'_> {
     /// SIGKILL, and the same backend started again on the same socket
     /// (its log appended); what happened in `restart.log`.
     fn restart(&self, b: &mut ChildGuard) {
-        let t = Instant::now();
-        b.kill();
-        let text = match self.spawn_backend(true) {
-            Ok(new) => {
-                *b = new;
-                format!(
-                    "backend killed and started again in {:.1} s\n",
-                    t.elapsed().as_secs_f64()
-                )
-            }
+        let text = match self.restart_backend(b) {
+            Ok(took) => format!(
+                "backend killed and started again in {:.1} s\n",
+                took.as_secs_f64()
+            ),
             Err(e) => format!("cannot start the backend again: {e:#}\n"),
         };
         let _ = fs::write(self.dir.join("restart.log"), text);
+    }
+
+    /// SIGKILL, and the same backend started again on the same socket
+    /// (its log appended); how long that took.
+    pub(super) fn restart_backend(&self, b: &mut ChildGuard) -> anyhow::Result<Duration> {
+        let t = Instant::now();
+        b.kill();
+        *b = self.spawn_backend(true)?;
+        Ok(t.elapsed())
     }
 }

@@ -15,12 +15,15 @@ pub mod callgrind;
 mod command;
 mod control;
 pub mod cputime;
+mod live;
 mod marker;
 mod pin;
 mod process;
 mod qmp;
 mod wait;
 
+use live::Unwatched;
+pub use live::{Live, Watcher};
 use wait::Ending;
 
 use crate::kernels::KernelSpec;
@@ -44,6 +47,9 @@ use std::time::{Duration, Instant};
 pub struct GuestRun {
     /// The guest script (`spe.scenario=`, [`Scenario::guest`]).
     pub scenario: String,
+    /// More `spe.KEY=VALUE` parameters for the guest script (its
+    /// `$spe_KEY`).
+    pub params: Vec<(&'static str, String)>,
     /// The folder of this run's logs ([`Scenario::name`]).
     pub run_name: String,
     pub backend: bool,
@@ -88,6 +94,7 @@ impl GuestRun {
     pub fn of(s: &Scenario) -> GuestRun {
         GuestRun {
             scenario: s.guest.to_string(),
+            params: Vec::new(),
             run_name: s.name.to_string(),
             backend: s.backend,
             timeout: s.timeout,
@@ -148,12 +155,18 @@ pub struct Rig {
 
 impl Rig {
     pub fn run(&self, spec: &GuestRun) -> Result<RunOutput> {
+        self.run_watched(spec, &mut Unwatched)
+    }
+
+    /// [`Rig::run`], with `watcher` called on every poll while the guest
+    /// runs.
+    pub fn run_watched(&self, spec: &GuestRun, watcher: &mut dyn Watcher) -> Result<RunOutput> {
         let run = Run::new(self, spec)?;
         let start = Instant::now();
         let (mut backend, early_failure) = run.start_backend()?;
         let (ending, control) = match early_failure {
             Some(reason) => (Ending::BackendDied(reason), Control::default()),
-            None => run.boot(backend.as_mut())?,
+            None => run.boot(backend.as_mut(), watcher)?,
         };
         let elapsed = start.elapsed();
         if let Some(b) = backend.as_mut() {
@@ -293,7 +306,11 @@ impl<'a> Run<'a> {
 
     /// Boots the guest and waits for the run to end; for a controlled run,
     /// with what the backend's control socket said.
-    fn boot(&self, backend: Option<&mut ChildGuard>) -> Result<(Ending, Control)> {
+    fn boot(
+        &self,
+        backend: Option<&mut ChildGuard>,
+        watcher: &mut dyn Watcher,
+    ) -> Result<(Ending, Control)> {
         let controlled = self.spec.controlled();
         let watch = match controlled
             .then(|| FaultWatch::start(&self.ctl_socket()))
@@ -320,7 +337,7 @@ impl<'a> Run<'a> {
                 return Ok((Ending::QmpFailed(format!("{e:#}")), Control::default()));
             }
         };
-        let (ending, spu) = self.wait(&mut qemu, backend, qmp.as_mut())?;
+        let (ending, spu) = self.wait(&mut qemu, backend, qmp.as_mut(), watcher)?;
         let faults = watch.map(FaultWatch::finish).unwrap_or_default();
         Ok((ending, Control { spu, faults }))
     }

@@ -1,7 +1,8 @@
 //! QEMU's QMP socket, for a run whose QEMU pauses at the guest's power-off
 //! (`-action shutdown=pause`): a thread waits for the `SHUTDOWN` event,
 //! and the runner ends QEMU with `quit` once it has asked the backend
-//! what it needs.
+//! what it needs. A [`super::Watcher`] may also pause and resume the VM
+//! (`stop`, `cont`; the thread follows the `STOP` and `RESUME` events).
 
 use super::process::ChildGuard;
 use anyhow::{bail, Context, Result};
@@ -18,6 +19,8 @@ use std::time::{Duration, Instant};
 pub struct Qmp {
     writer: UnixStream,
     shutdown: Arc<AtomicBool>,
+    /// Whether the vCPUs run: false from a `STOP` event to a `RESUME`.
+    running: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -55,20 +58,25 @@ impl Qmp {
         }
         reader.get_ref().set_read_timeout(None)?;
         let shutdown = Arc::new(AtomicBool::new(false));
-        let flag = shutdown.clone();
+        let running = Arc::new(AtomicBool::new(true));
+        let (flag, run_flag) = (shutdown.clone(), running.clone());
         let thread = std::thread::Builder::new()
             .name("qmp-events".into())
             .spawn(move || {
                 // Until QEMU closes the socket (it exits) or Drop shuts it.
                 while let Ok(v) = read_json(&mut reader) {
-                    if v["event"] == "SHUTDOWN" {
-                        flag.store(true, Ordering::SeqCst);
+                    match v["event"].as_str() {
+                        Some("SHUTDOWN") => flag.store(true, Ordering::SeqCst),
+                        Some("STOP") => run_flag.store(false, Ordering::SeqCst),
+                        Some("RESUME") => run_flag.store(true, Ordering::SeqCst),
+                        _ => {}
                     }
                 }
             })?;
         Ok(Qmp {
             writer,
             shutdown,
+            running,
             thread: Some(thread),
         })
     }
@@ -76,6 +84,30 @@ impl Qmp {
     /// Whether the guest has powered off (QEMU now pauses it).
     pub fn shut_down(&self) -> bool {
         self.shutdown.load(Ordering::SeqCst)
+    }
+
+    /// Pauses the VM (`stop`) and waits for QEMU's `STOP` event.
+    pub fn pause(&mut self, within: Duration) -> Result<()> {
+        self.execute_until("stop", false, within)
+    }
+
+    /// Lets the VM run again (`cont`) and waits for the `RESUME` event.
+    pub fn resume(&mut self, within: Duration) -> Result<()> {
+        self.execute_until("cont", true, within)
+    }
+
+    fn execute_until(&mut self, cmd: &str, running: bool, within: Duration) -> Result<()> {
+        self.writer
+            .write_all(format!("{{\"execute\": \"{cmd}\"}}\n").as_bytes())
+            .with_context(|| format!("QMP {cmd}"))?;
+        let deadline = Instant::now() + within;
+        while self.running.load(Ordering::SeqCst) != running {
+            if Instant::now() > deadline {
+                bail!("QMP {cmd}: no event within {} s", within.as_secs());
+            }
+            sleep(Duration::from_millis(10));
+        }
+        Ok(())
     }
 
     /// Asks QEMU to exit.

@@ -3,6 +3,7 @@
 use super::callgrind::InstrWindow;
 use super::control::query_spu;
 use super::cputime::CpuWindow;
+use super::live::{Live, Watcher};
 use super::process::{read_lossy, ChildGuard};
 use super::qmp::Qmp;
 use super::Run;
@@ -21,6 +22,8 @@ pub enum Ending {
     BackendDied(String),
     /// QEMU's QMP failed the runner: no connection, or no exit on `quit`.
     QmpFailed(String),
+    /// The run's [`Watcher`] gave up on it.
+    Watcher(String),
 }
 
 impl Run<'_> {
@@ -28,12 +31,14 @@ impl Run<'_> {
     /// the timeout passes; QEMU is killed on the last two. On the way it
     /// acts on the scenario's markers, and once the guest has powered off
     /// (`qmp`: QEMU keeps the VM there) it asks the backend for its SPUs
-    /// and ends QEMU. Returns the ending and the backend's answer.
+    /// and ends QEMU. `watcher` is called on every poll until then.
+    /// Returns the ending and the backend's answer.
     pub(super) fn wait(
         &self,
         qemu: &mut ChildGuard,
         mut backend: Option<&mut ChildGuard>,
         mut qmp: Option<&mut Qmp>,
+        watcher: &mut dyn Watcher,
     ) -> Result<(Ending, Result<SpuList, String>)> {
         let mut deadline = Instant::now() + self.spec.timeout;
         let mut kill_backend_when = self.spec.kill_backend_when;
@@ -66,6 +71,20 @@ impl Run<'_> {
                 if let Some(m) = on_marker.filter(|m| console.contains(m.marker)) {
                     on_marker = None;
                     self.act(m.action, backend.as_deref_mut());
+                }
+            }
+            if !quitting && watcher.active() {
+                let console = read_lossy(&self.console);
+                let mut live = Live {
+                    run: self,
+                    console: &console,
+                    qemu_pid: qemu.pid(),
+                    backend: backend.as_deref_mut(),
+                    qmp: qmp.as_deref_mut(),
+                };
+                if let Err(e) = watcher.poll(&mut live) {
+                    qemu.kill();
+                    return Ok((Ending::Watcher(format!("{e:#}")), spu));
                 }
             }
             if let Some(q) = qmp.as_deref_mut().filter(|q| !quitting && q.shut_down()) {
@@ -150,7 +169,9 @@ pub fn decide(ending: &Ending, parsed: &Parsed, qemu_stderr: &str) -> Verdict {
     }
     match ending {
         Ending::Timeout(t) => return Verdict::Fail(format!("timeout after {} s", t.as_secs())),
-        Ending::BackendDied(why) | Ending::QmpFailed(why) => return Verdict::Fail(why.clone()),
+        Ending::BackendDied(why) | Ending::QmpFailed(why) | Ending::Watcher(why) => {
+            return Verdict::Fail(why.clone())
+        }
         Ending::QemuExited(_) => {}
     }
     if let Some(reason) = &parsed.fail {
