@@ -295,6 +295,10 @@ impl Soak {
             problem = Some(format!("pausing the VM: {e:#}"));
         }
         std::thread::sleep(DRAIN);
+        // The dying process's last reading (its CPU time), taken before
+        // the query: a control connection's thread outlives its reply
+        // for a moment.
+        self.sample(live);
         match counts(live) {
             Ok(c) => {
                 self.carry.records += c.records - self.base.records;
@@ -302,7 +306,6 @@ impl Soak {
             }
             Err(e) => problem = Some(format!("the count before the restart: {e:#}")),
         }
-        self.sample(live);
         let took = live.restart().context("restarting the backend")?;
         self.base = Counts::default();
         self.restarts_min.push(self.elapsed().as_secs_f64() / 60.0);
