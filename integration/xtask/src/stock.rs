@@ -14,16 +14,24 @@ pub const SCENARIOS: &[&str] = &[
     "stock-no-plugin",
     "stock-validate",
     "stock-launcher",
+    "stock-perf-test",
 ];
+
+/// Of [`SCENARIOS`], those run by hand on every kernel: perf's own test
+/// takes minutes of guest time.
+const BY_HAND: &[&str] = &["stock-perf-test"];
 
 pub fn is_stock(name: &str) -> bool {
     SCENARIOS.contains(&name)
 }
 
 /// Which kernels run them: the newest in CI, the middle one by hand (the
-/// unpatched QEMU's build already costs CI about 8 minutes).
-pub fn selection(k: &KernelSpec) -> Option<Set> {
-    if k == KernelSpec::newest() {
+/// unpatched QEMU's build already costs CI about 8 minutes); [`BY_HAND`]
+/// by hand on both.
+pub fn selection(name: &str, k: &KernelSpec) -> Option<Set> {
+    if BY_HAND.contains(&name) && (k == KernelSpec::newest() || k.private_apt) {
+        Some(Set::ByHand)
+    } else if k == KernelSpec::newest() {
         Some(Set::Ci)
     } else if k.private_apt {
         Some(Set::ByHand)
@@ -78,6 +86,17 @@ pub fn scenarios() -> Vec<Scenario> {
                 ..SpeRun::stock(CpuProfile::NeoverseN1)
             },
         ),
+        // perf's own `perf test 'Arm SPE'` on the paravirtual PMU, which
+        // takes arm_spe_pmu's name and format: as `perf-test-spe`, on
+        // the plugin's samples of the guest (no icount: the plugin's
+        // clock is the host's).
+        Scenario::new(
+            "stock-perf-test",
+            "perf-test-spe",
+            900,
+            Expect::pass(crate::perf_test::check_perf_test_spe),
+        )
+        .spe(SpeRun::stock(CpuProfile::NeoverseN1)),
     ]
 }
 

@@ -98,7 +98,7 @@ pub fn selection_on(s: &Scenario, k: &KernelSpec, q: &QemuRelease) -> Option<Set
     if crate::stock::is_stock(s.name) != q.stock {
         None
     } else if q.stock {
-        crate::stock::selection(k)
+        crate::stock::selection(s.name, k)
     } else if q.is_main() {
         selection(s, k)
     } else if k != KernelSpec::newest() {
@@ -242,7 +242,10 @@ mod tests {
             for s in &all {
                 let on_stock = selection_on(s, k, stock);
                 if crate::stock::is_stock(s.name) {
-                    let want = if k == KernelSpec::newest() {
+                    let by_hand = s.name == "stock-perf-test";
+                    let want = if by_hand && (k == KernelSpec::newest() || k.private_apt) {
+                        Some(Set::ByHand)
+                    } else if k == KernelSpec::newest() {
                         Some(Set::Ci)
                     } else if k.private_apt {
                         Some(Set::ByHand)

@@ -30,8 +30,6 @@ use std::io::Write as _;
 use std::time::{Duration, Instant};
 use tally::{Decoded, FaultOutcome, Iteration};
 
-/// How long a process is young: its memory may grow until then.
-const WARM_UP_S: f64 = 120.0;
 /// How often the backend and QEMU are read from /proc.
 const SAMPLE_EVERY: Duration = Duration::from_secs(5);
 /// The vCPUs drain what QEMU has handed the backend before the count of
@@ -75,7 +73,7 @@ pub fn soak(rig: &Rig, o: &Options) -> Result<bool> {
             problems.push(format!("iteration {} (cpu {}): {p}", it.index, it.cpu));
         }
     }
-    problems.extend(proc::flat(&s.samples, WARM_UP_S));
+    problems.extend(proc::flat(&s.samples, proc::WARM_UP_S));
     if s.restarts_min.len() != 2 {
         problems.push(format!(
             "{} restarts, not 2 (the schedule put them at {:?})",
@@ -374,7 +372,8 @@ impl Soak {
             .iter()
             .map(|it| {
                 json!({
-                    "index": it.index, "cpu": it.cpu, "start_s": it.start_s,
+                    "index": it.index, "cpu": it.cpu,
+                    "start_s": (it.start_s * 10.0).round() / 10.0,
                     "action": it.action.describe(),
                     "fault": it.fault.as_ref().map(|f| format!("{f:?}")),
                     "action_error": it.action_error,
@@ -401,7 +400,7 @@ impl Soak {
             let warm = self
                 .samples
                 .iter()
-                .find(|s| s.pid == last.pid && s.t >= born + WARM_UP_S)?;
+                .find(|s| s.pid == last.pid && s.t >= born + proc::WARM_UP_S)?;
             Some((f(warm), f(last)))
         };
         json!({
