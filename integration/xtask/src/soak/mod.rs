@@ -116,6 +116,21 @@ struct Counts {
     discarded: u64,
 }
 
+impl Counts {
+    /// What was counted since `base`, an earlier reading of the same
+    /// process: an error if a count went back (reset, or not the same
+    /// process).
+    fn since(self, base: Counts) -> Result<Counts> {
+        match (
+            self.records.checked_sub(base.records),
+            self.discarded.checked_sub(base.discarded),
+        ) {
+            (Some(records), Some(discarded)) => Ok(Counts { records, discarded }),
+            _ => bail!("the backend's counts went back from {base:?} to {self:?}"),
+        }
+    }
+}
+
 struct Soak {
     schedule: Schedule,
     started: Instant,
@@ -297,10 +312,10 @@ impl Soak {
         // the query: a control connection's thread outlives its reply
         // for a moment.
         self.sample(live);
-        match counts(live) {
-            Ok(c) => {
-                self.carry.records += c.records - self.base.records;
-                self.carry.discarded += c.discarded - self.base.discarded;
+        match counts(live).and_then(|c| c.since(self.base)) {
+            Ok(d) => {
+                self.carry.records += d.records;
+                self.carry.discarded += d.discarded;
             }
             Err(e) => problem = Some(format!("the count before the restart: {e:#}")),
         }
@@ -340,11 +355,11 @@ impl Soak {
         if fate.is_some() {
             it.fault = fate;
         }
-        match now {
-            Ok(c) => {
+        match now.and_then(|c| Ok((c, c.since(base)?))) {
+            Ok((c, d)) => {
                 if !late {
-                    it.written = Some(carry.records + c.records - base.records);
-                    it.discarded = carry.discarded + c.discarded - base.discarded;
+                    it.written = Some(carry.records + d.records);
+                    it.discarded = carry.discarded + d.discarded;
                 }
                 self.base = c;
             }
