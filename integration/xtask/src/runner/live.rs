@@ -64,9 +64,7 @@ impl Live<'_> {
     /// SIGSTOP for `pause`, then SIGCONT.
     pub fn stall(&mut self, pause: Duration) -> Result<()> {
         let b = self.backend.as_deref().context("no backend to stall")?;
-        b.signal(libc::SIGSTOP);
-        std::thread::sleep(pause);
-        b.signal(libc::SIGCONT);
+        super::marker::stall_backend(b, pause);
         Ok(())
     }
 

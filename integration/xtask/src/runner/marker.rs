@@ -47,9 +47,7 @@ impl Run<'_> {
     /// SIGSTOP, `pause`, SIGCONT; the time it took in `stall.log`.
     fn stall(&self, b: &ChildGuard, pause: Duration) {
         let t = Instant::now();
-        b.signal(libc::SIGSTOP);
-        sleep(pause);
-        b.signal(libc::SIGCONT);
+        stall_backend(b, pause);
         let _ = fs::write(
             self.dir.join("stall.log"),
             format!("backend stopped for {:.1} s\n", t.elapsed().as_secs_f64()),
@@ -77,4 +75,11 @@ impl Run<'_> {
         *b = self.spawn_backend(true)?;
         Ok(t.elapsed())
     }
+}
+
+/// SIGSTOP, `pause`, SIGCONT: a stalled backend.
+pub(super) fn stall_backend(b: &ChildGuard, pause: Duration) {
+    b.signal(libc::SIGSTOP);
+    sleep(pause);
+    b.signal(libc::SIGCONT);
 }
