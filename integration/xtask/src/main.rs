@@ -14,6 +14,7 @@ mod memory;
 mod paravirt;
 mod perf_test;
 mod proofs;
+mod records;
 mod runner;
 mod scenario;
 mod scenarios;

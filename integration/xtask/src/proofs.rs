@@ -222,8 +222,9 @@ pub fn check_spe_replay_first(out: &RunOutput) -> Result<(), String> {
 }
 
 /// `spe-replay-b` against `spe-replay-a` (the run before it, in the same
-/// runs folder): the same AUX hash over the same number of records, and
-/// the same faults delivered on the same vCPUs at the same PMBPTR.
+/// runs folder): the same AUX hash over the same number of records, the
+/// same faults delivered on the same vCPUs at the same PMBPTR, and the
+/// same records in the backend's `--record` files.
 pub fn check_spe_replay(out: &RunOutput) -> Result<(), String> {
     let a_dir = out.dir.with_file_name("spe-replay-a");
     let console = std::fs::read_to_string(a_dir.join("console.log"))
@@ -244,6 +245,15 @@ pub fn check_spe_replay(out: &RunOutput) -> Result<(), String> {
     j.check(!fa.is_empty() && fa == fb, || {
         format!("faults delivered: {fa:?} in the first run, {fb:?} in the second")
     });
+    // Every record the backend wrote, not only those perf kept: where two
+    // boots part, this names the first record that differs.
+    let records = match crate::records::difference(&a_dir.join("records"), &out.dir.join("records"))
+    {
+        Ok(None) => None,
+        Ok(Some(d)) => Some(format!("the backend's records differ: {d}")),
+        Err(e) => Some(format!("the backend's records: {e}")),
+    };
+    j.check(records.is_none(), || records.clone().unwrap_or_default());
     j.finish()
 }
 
@@ -361,6 +371,7 @@ pub fn check_spe_mte(out: &RunOutput) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::records::tests::write_folder;
     use spe_protocol::control::{FaultDeliveredData, FaultKind, Hex};
 
     /// A passing run with `line`'s results (an `SPE-RESULT` line's pairs)
@@ -523,6 +534,11 @@ mod tests {
         let e = check_spe_replay(&second(line, &first)).unwrap_err();
         assert!(e.contains("control.json"), "{e}");
         std::fs::write(a.join(Control::FILE), first.to_json().to_string()).unwrap();
+        let e = check_spe_replay(&second(line, &first)).unwrap_err();
+        assert!(e.contains("no record files"), "{e}");
+        let recs: &[&[&[u8]]] = &[&[b"\x49\x00"], &[b"\x01"]];
+        write_folder(&a.join("records"), recs, 1);
+        write_folder(&runs.join("spe-replay-b/records"), recs, 2);
         assert_eq!(check_spe_replay(&second(line, &first)), Ok(()));
         let other_hash = line.replace("ce31bd22", "6f0c6ada");
         assert!(check_spe_replay(&second(&other_hash, &first)).is_err());
@@ -531,6 +547,13 @@ mod tests {
         let e = check_spe_replay(&second(line, &fault(0xffff_8040))).unwrap_err();
         assert!(e.contains("0xffff8040"), "{e}");
         assert!(check_spe_replay(&second(line, &Control::default())).is_err());
+        write_folder(
+            &runs.join("spe-replay-b/records"),
+            &[&[b"\x49\x01"], &[b"\x01"]],
+            2,
+        );
+        let e = check_spe_replay(&second(line, &first)).unwrap_err();
+        assert!(e.contains("vCPU 0: record 0 differs first"), "{e}");
         std::fs::remove_dir_all(&runs).unwrap();
     }
 

@@ -303,6 +303,8 @@ fn replay(name: &'static str, check: CheckFn) -> Scenario {
         icount: Some(ICOUNT_FIXED),
         qemu_args: &["-seed", "1", "-rtc", "base=2026-01-01,clock=vm"],
         backend_args: &["--deterministic"],
+        // The pair's check compares every record the backend wrote.
+        record: true,
         faults: Some(
             r#"{"seed": 7, "faults": [{"vcpu": "all", "kind": "buffer-full", "trigger": "after-records", "count": 300}]}"#,
         ),
