@@ -210,6 +210,47 @@ pub const ATTRS: &[Attr] = &[
     },
 ];
 
+/// The kernel (major, minor) whose driver first has `discard`.
+const DISCARD_SINCE: (u32, u32) = (6, 14);
+
+/// [`ATTRS`] and the lists the judge needs, as the guest's judge reads
+/// them (`scenarios/lib/attributes.tab`, for `attributes-judge.sh`): one
+/// line per attribute, `NAME MAJOR.MINOR KEEPS SHOWS EVENT`, lists comma
+/// separated, `-` for none, EVENT as `COUNT:all` or `COUNT:none`.
+pub fn table() -> String {
+    let list = |l: &[&str]| {
+        if l.is_empty() {
+            "-".to_string()
+        } else {
+            l.join(",")
+        }
+    };
+    let mut t = format!(
+        "classes {}\nworkload {}\nevents {}\ndiscard {}.{}\n",
+        list(&CLASSES),
+        list(&WORKLOAD),
+        list(&EVENT_COUNTS),
+        DISCARD_SINCE.0,
+        DISCARD_SINCE.1
+    );
+    for a in ATTRS {
+        let event = match a.event {
+            Some((ev, true)) => format!("{ev}:all"),
+            Some((ev, false)) => format!("{ev}:none"),
+            None => "-".into(),
+        };
+        t.push_str(&format!(
+            "{} {}.{} {} {} {event}\n",
+            a.name,
+            a.since.0,
+            a.since.1,
+            list(a.keeps),
+            list(a.shows)
+        ));
+    }
+    t
+}
+
 /// The kernel (major, minor) whose driver first has `name` (an
 /// attribute of [`ATTRS`]).
 pub fn since(name: &str) -> Option<(u32, u32)> {
@@ -276,7 +317,7 @@ pub fn check(out: &RunOutput) -> Result<(), String> {
         }
     }
     if j.text("attr_discard_absent").is_some() {
-        j.check(kernel < (6, 14), || "discard: absent".into());
+        j.check(kernel < DISCARD_SINCE, || "discard: absent".into());
     } else {
         if let (Some(aux), Some(irqs)) = (count("discard", "aux_records"), count("discard", "irqs"))
         {
@@ -343,21 +384,70 @@ mod tests {
         out.results.push((key.into(), value.into()));
     }
 
+    /// The guest's judge (`attributes-judge.sh`, for LAVA) on `out`'s
+    /// results, with the table [`table`] writes.
+    fn guest_judge(out: &RunOutput) -> Result<(), String> {
+        let dir = std::env::temp_dir().join(format!(
+            "xtask-attr-judge-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("tab"), table()).unwrap();
+        let lines: String = out
+            .results
+            .iter()
+            .map(|(k, v)| format!("{k}={v}\n"))
+            .collect();
+        std::fs::write(dir.join("results"), lines).unwrap();
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../guest/scenarios/lib/attributes-judge.sh"
+        );
+        let o = std::process::Command::new("sh")
+            .arg(script)
+            .arg(dir.join("tab"))
+            .arg(dir.join("results"))
+            .arg(out.result("kernel").unwrap_or(""))
+            .output()
+            .unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        if o.status.success() {
+            assert!(text.is_empty(), "passed, yet printed {text:?}");
+            Ok(())
+        } else {
+            Err(text)
+        }
+    }
+
+    /// Both judges give `out` the same verdict; the host's.
+    fn check_both(out: &RunOutput) -> Result<(), String> {
+        let host = check(out);
+        let guest = guest_judge(out);
+        assert_eq!(
+            host.is_ok(),
+            guest.is_ok(),
+            "host {host:?}, guest {guest:?}"
+        );
+        host
+    }
+
     #[test]
     fn each_filter_must_keep_exactly_its_classes() {
-        assert_eq!(check(&good()), Ok(()));
+        assert_eq!(check_both(&good()), Ok(()));
         for a in ATTRS {
             // A class the filter removes leaks in...
             if let Some(leak) = CLASSES.iter().find(|c| !a.keeps.contains(c)) {
                 let mut out = good();
                 set(&mut out, &format!("attr_{}_{leak}", a.name), "1");
-                assert!(check(&out).is_err(), "{} let {leak} through", a.name);
+                assert!(check_both(&out).is_err(), "{} let {leak} through", a.name);
             }
             // ...or one it keeps is missing...
             for c in a.shows.iter().filter(|c| WORKLOAD.contains(c)) {
                 let mut out = good();
                 set(&mut out, &format!("attr_{}_{c}", a.name), "0");
-                assert!(check(&out).is_err(), "{} lost {c}", a.name);
+                assert!(check_both(&out).is_err(), "{} lost {c}", a.name);
             }
             // ...or a record has (lacks) the event it filters on.
             if let Some((ev, all)) = a.event {
@@ -367,7 +457,7 @@ mod tests {
                     &format!("attr_{}_{ev}", a.name),
                     if all { "1" } else { "2" },
                 );
-                assert!(check(&out).is_err(), "{} {ev}", a.name);
+                assert!(check_both(&out).is_err(), "{} {ev}", a.name);
             }
         }
     }
@@ -376,13 +466,13 @@ mod tests {
     fn the_control_and_discard_can_fail() {
         let mut out = good();
         set(&mut out, "attr_none_ldsimd", "0");
-        assert!(check(&out).is_err());
+        assert!(check_both(&out).is_err());
         let mut out = good();
         set(&mut out, "attr_none_evrefill", "0");
-        assert!(check(&out).is_err());
+        assert!(check_both(&out).is_err());
         let mut out = good();
         set(&mut out, "attr_discard_aux_records", "3");
-        assert!(check(&out).is_err());
+        assert!(check_both(&out).is_err());
         let mut out = good();
         out.control = Control::with_stats(&[Stats {
             records: 5,
@@ -399,17 +489,17 @@ mod tests {
         let mut out = good();
         out.results
             .push(("attr_simd_filter_absent".into(), "simd_filter".into()));
-        assert!(check(&out).is_err(), "7.3 has simd_filter");
+        assert!(check_both(&out).is_err(), "7.3 has simd_filter");
         set(&mut out, "kernel", "6.1.0-56-arm64");
         out.results
             .push(("attr_discard_absent".into(), "discard".into()));
-        assert_eq!(check(&out), Ok(()));
+        assert_eq!(check_both(&out), Ok(()));
         set(&mut out, "attr_event_filter_l1d_refused", "1");
-        assert_eq!(check(&out), Ok(()));
+        assert_eq!(check_both(&out), Ok(()));
         set(&mut out, "attr_load_filter_absent", "load_filter");
-        assert!(check(&out).is_err(), "6.1 has load_filter");
+        assert!(check_both(&out).is_err(), "6.1 has load_filter");
         let mut out = good();
         set(&mut out, "attr_event_filter_l1d_refused", "1");
-        assert!(check(&out).is_err(), "7.3 takes NOT-TAKEN");
+        assert!(check_both(&out).is_err(), "7.3 takes NOT-TAKEN");
     }
 }

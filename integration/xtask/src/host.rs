@@ -40,6 +40,9 @@ pub const HOST_PACKAGES: &[&str] = &[
     "binutils-aarch64-linux-gnu",
     // taskset, for pinning QEMU's vCPU threads (`bench-overhead --pin`).
     "util-linux",
+    // LAVA's job and device schemas, for the unit test of the LAVA job
+    // (integration/lava/); small: `cargo xtask lava` installs the rest.
+    "lava-common",
 ];
 
 /// From backports: bookworm's meson 1.0 is too old for QEMU 10.
@@ -153,6 +156,11 @@ pub const TOOLS: &[Tool] = &[
         what: "taskset",
         probe: Probe::Runs(&["taskset", "--version"]),
         packages: &["util-linux"],
+    },
+    Tool {
+        what: "LAVA's schemas (Debian's python3)",
+        probe: Probe::Runs(&["/usr/bin/python3", "-c", "import lava_common.schemas"]),
+        packages: &["lava-common"],
     },
 ];
 

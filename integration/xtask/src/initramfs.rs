@@ -282,6 +282,12 @@ pub fn build(
         }
     }
 
+    // The filtering attributes' table, for the guest's judge (LAVA).
+    a.add(
+        "scenarios/lib/attributes.tab",
+        Node::Data(crate::attributes::table().into_bytes(), 0o644),
+    );
+
     let kmods = format!("lib/modules/{}", guest.kver);
     let mut list = String::new();
     for (stem, rel, bytes) in module_closure(&guest.modules, GUEST_MODULES)? {

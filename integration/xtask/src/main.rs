@@ -10,6 +10,7 @@ mod host;
 mod initramfs;
 mod install;
 mod kernels;
+mod lava;
 mod memory;
 mod paravirt;
 mod perf_test;
@@ -73,6 +74,11 @@ const USAGE: &str = "usage: cargo xtask <command>
                      and decoded must add up, the backend's memory and
                      descriptors stay flat, the guest log no WARN (by
                      hand, not in CI; report and plot in the run's folder)
+  lava [--kernel K]   the SPE checks as a LAVA job (integration/lava/), run
+                     by lava-run (installs Debian's lava-dispatcher) with
+                     spe-qemu as the qemu device's QEMU, each check a
+                     test case; then on the patched QEMU alone, where the
+                     SPE checks must fail (by hand, not in CI; as root)
   virtme-ng [--kernel K]
                      boot K under virtme-ng (from PyPI) with spe-qemu as its
                      QEMU and record with perf; then with the patched QEMU
@@ -146,6 +152,7 @@ fn real_main(args: &[String]) -> Result<bool> {
             "scenarios",
             "virtme-ng",
             "soak",
+            "lava",
         ]
         .contains(&cmd.as_str())
     {
@@ -321,6 +328,11 @@ fn real_main(args: &[String]) -> Result<bool> {
             let paths = Paths::discover()?;
             let rig = prepare(&paths, &one_kernel, &one_release)?.remove(0);
             vng::run_vng(&rig, &paths.target.join("integration"))
+        }
+        "lava" => {
+            let paths = Paths::discover()?;
+            let rig = prepare(&paths, &one_kernel, &one_release)?.remove(0);
+            lava::run_lava(&rig, &paths.repo, &paths.target.join("integration"))
         }
         "soak" => {
             let options = soak::Options {

@@ -1,0 +1,541 @@
+//! `cargo xtask lava [--kernel K]` (by hand): the SPE checks as a LAVA job
+//! (`integration/lava/spe-job.yaml`), run by Debian's lava-dispatcher
+//! (`lava-run`, no server) on a `qemu` device whose QEMU is `spe-qemu`
+//! (`integration/lava/device.yaml`); then the same job on the patched QEMU
+//! alone, the negative control, where no SPE check may pass. The guest
+//! judges each check (`scenarios/lib/lava-check.sh`): a lab's results
+//! database sees only what the guest reports. The fault check's fault is
+//! armed through the backend's control socket when the console shows
+//! `SPE-FAULT-RECORDING`, as a lab's job would arm it.
+
+use crate::host::{missing_packages, privileged};
+use crate::runner::Rig;
+use crate::util::{run, Step};
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// What `lava-run` needs. bookworm's lava-dispatcher depends on
+/// libguestfs and so on bookworm's QEMU 7.2 for x86, which the backports
+/// QEMU tools the harness installs break: the x86 system emulator comes
+/// from backports too. (Not `qemu-system-arm`: its qemu-system-aarch64
+/// would shadow the stock path's on PATH.)
+const INSTALL: &[&str] = &[
+    "lava-dispatcher",
+    "qemu-system-x86/bookworm-backports",
+    "qemu-system-common/bookworm-backports",
+    "qemu-system-data/bookworm-backports",
+    "seabios/bookworm-backports",
+];
+
+/// The job and the device dictionary, in the repository.
+pub const JOB: &str = "integration/lava/spe-job.yaml";
+pub const DEVICE: &str = "integration/lava/device.yaml";
+
+/// The guest's QEMU options on both devices (`spe-qemu` adds SPE).
+const QEMU_OPTIONS: &[&str] = &[
+    "-machine virt",
+    "-cpu max",
+    "-smp 2",
+    "-m 2G",
+    "-nographic",
+    "-nic none",
+    "-no-reboot",
+];
+
+/// The fault the job's fault check wants, armed when the guest records.
+const ARM: &[&str] = &[
+    "arm",
+    "stage1",
+    "--fault",
+    "translation",
+    "--level",
+    "3",
+    "--vcpu",
+    "all",
+    "--next-record",
+];
+const FAULT_MARKER: &str = "SPE-FAULT-RECORDING";
+
+/// Every test case the SPE device must pass: (case, why it may not).
+/// The values are `None`, or the kernels (major, minor) on which it
+/// fails for a reason the harness knows (its own XFAIL, perf_test.rs).
+const CASES: &[(&str, &[(u32, u32)])] = &[
+    ("spe-probe", &[]),
+    ("spe-profile", &[]),
+    ("spe-attributes", &[]),
+    ("fault-stage1-translation", &[]),
+    ("perf-test", &[]),
+    (
+        "perf-test-perf_test_trace",
+        crate::perf_test::SNAPSHOT_XFAIL,
+    ),
+    ("perf-test-perf_test_fork", &[]),
+    (
+        "perf-test-perf_test_part_snapshot",
+        crate::perf_test::SNAPSHOT_XFAIL,
+    ),
+    ("perf-test-perf_test_part_system_wide", &[]),
+];
+
+/// The cases the plain QEMU must fail: every check that needs SPE.
+const CONTROL_FAILS: &[&str] = &[
+    "spe-probe",
+    "spe-profile",
+    "spe-attributes",
+    "fault-stage1-translation",
+];
+
+/// One test case as lava-run logged it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Case {
+    pub definition: String,
+    pub name: String,
+    pub result: String,
+}
+
+/// The value of `"key": "value"` in one of lava-run's log lines (YAML
+/// flow mappings with JSON-quoted strings).
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let start = line.find(&format!("\"{key}\": \""))? + key.len() + 5;
+    let len = line[start..].find('"')?;
+    Some(&line[start..start + len])
+}
+
+/// The test cases in lava-run's log (its stderr): the `results` lines.
+pub fn cases(log: &str) -> Vec<Case> {
+    log.lines()
+        .filter(|l| field(l, "lvl") == Some("results"))
+        .filter_map(|l| {
+            Some(Case {
+                definition: field(l, "definition")?.to_string(),
+                name: field(l, "case")?.to_string(),
+                result: field(l, "result")?.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// `{{ name }}` replaced by each value.
+fn render(template: &str, values: &[(&str, String)]) -> String {
+    values.iter().fold(template.to_string(), |t, (k, v)| {
+        t.replace(&format!("{{{{ {k} }}}}"), v)
+    })
+}
+
+/// The job for `kernel` and `ramdisk` (local files).
+pub fn job(template: &str, name: &str, kernel: &Path, ramdisk: &Path) -> String {
+    render(
+        template,
+        &[
+            ("kernel_name", name.to_string()),
+            ("kernel_url", format!("file://{}", kernel.display())),
+            ("ramdisk_url", format!("file://{}", ramdisk.display())),
+        ],
+    )
+}
+
+/// The device dictionary of a QEMU `command` with `options` (before the
+/// guest's own).
+pub fn device(template: &str, command: &Path, options: &[String]) -> String {
+    let all: Vec<String> = options
+        .iter()
+        .cloned()
+        .chain(QEMU_OPTIONS.iter().map(|o| o.to_string()))
+        .collect();
+    render(
+        template,
+        &[
+            ("qemu_command", command.display().to_string()),
+            // A JSON list is a YAML flow sequence.
+            (
+                "qemu_options",
+                serde_json::to_string(&all).unwrap_or_default(),
+            ),
+        ],
+    )
+}
+
+/// lava-dispatcher, unless lava-run is there.
+fn install() -> Result<()> {
+    if missing_packages(&["lava-dispatcher"]).is_empty() {
+        return Ok(());
+    }
+    let step = Step::new("apt-get install lava-dispatcher (about 150 packages)");
+    run(
+        "apt-get install lava-dispatcher",
+        privileged("apt-get")
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .args(["-q", "-y", "--no-install-recommends", "install"])
+            .args(INSTALL),
+    )?;
+    step.done("installed");
+    Ok(())
+}
+
+/// One lava-run of the job on a device: its log and cases.
+struct Outcome {
+    rc: Option<i32>,
+    cases: Vec<Case>,
+    armed: bool,
+}
+
+/// Runs lava-run, copying its log to `log`; arms the fault on `control`
+/// (a socket) when the guest asks.
+fn lava_run(
+    dir: &Path,
+    job: &Path,
+    device: &Path,
+    control: Option<(&Path, &Path)>,
+    job_id: u32,
+) -> Result<Outcome> {
+    let out = dir.join("output");
+    let _ = fs::remove_dir_all(&out);
+    fs::create_dir_all(&out)?;
+    // LAVA probes `qemu-system-<arch> --version` on PATH (arm64: a name no
+    // QEMU has) when Debian's qemu-system-arm is not installed.
+    let path = format!(
+        "{}:{}",
+        dir.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // timeout(1) signals its process group: lava-run, QEMU and the backend.
+    let mut child = Command::new("timeout")
+        .args(["5400", "lava-run", "--job-id"])
+        .arg(job_id.to_string())
+        .arg("--output-dir")
+        .arg(&out)
+        .arg("--device")
+        .arg(device)
+        .arg(job)
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("running lava-run")?;
+    let stderr = child.stderr.take().context("lava-run's stderr")?;
+    let mut log = fs::File::create(dir.join("lava.log"))?;
+    let mut text = String::new();
+    let mut armed = false;
+    for line in BufReader::new(stderr).lines() {
+        let line = line?;
+        writeln!(log, "{line}")?;
+        if let Some((backend, socket)) = control.filter(|_| !armed && line.contains(FAULT_MARKER)) {
+            // Echoed commands are the "input" level; the guest's output
+            // is "target".
+            if field(&line, "lvl") == Some("target") {
+                let arm = Command::new(backend)
+                    .args(["ctl", "--socket"])
+                    .arg(socket)
+                    .args(ARM)
+                    .output()
+                    .context("vhost-device-spe ctl arm")?;
+                fs::write(
+                    dir.join("ctl.log"),
+                    format!(
+                        "{}{}{}\n",
+                        String::from_utf8_lossy(&arm.stdout),
+                        String::from_utf8_lossy(&arm.stderr),
+                        arm.status
+                    ),
+                )?;
+                armed = arm.status.success();
+                if !armed {
+                    eprintln!("    ctl arm failed: see {}", dir.join("ctl.log").display());
+                }
+            }
+        }
+        text.push_str(&line);
+        text.push('\n');
+    }
+    let status = child.wait()?;
+    Ok(Outcome {
+        rc: status.code(),
+        cases: cases(&text),
+        armed,
+    })
+}
+
+/// The results of the job's own test definition (`0_spe`), by case.
+fn results(o: &Outcome) -> BTreeMap<String, String> {
+    o.cases
+        .iter()
+        .filter(|c| c.definition.ends_with("_spe"))
+        .map(|c| (c.name.clone(), c.result.clone()))
+        .collect()
+}
+
+pub fn run_lava(rig: &Rig, repo: &Path, work: &Path) -> Result<bool> {
+    if !nix_root() {
+        bail!("lava-run must run as root");
+    }
+    install()?;
+    let kernel = rig.spec.name;
+    let dir = work.join("lava").join(kernel);
+    fs::create_dir_all(dir.join("bin"))?;
+    let qemu = rig
+        .launcher
+        .parent()
+        .context("the launcher's prefix")?
+        .join(crate::install::QEMU_NAME);
+    for name in ["qemu-system-aarch64", "qemu-system-arm64"] {
+        let link = dir.join("bin").join(name);
+        let _ = fs::remove_file(&link);
+        symlink(&qemu, &link)?;
+    }
+    let ramdisk = dir.join("rootfs.cpio.gz");
+    run(
+        "gzip the initramfs",
+        Command::new("sh")
+            .arg("-c")
+            .arg("gzip -1 -c \"$0\" > \"$1\"")
+            .arg(&rig.initrd)
+            .arg(&ramdisk),
+    )?;
+    let job_text = job(
+        &fs::read_to_string(repo.join(JOB))?,
+        kernel,
+        &rig.kernel,
+        &ramdisk,
+    );
+    let job_file = dir.join("job.yaml");
+    fs::write(&job_file, job_text)?;
+    let device_template = fs::read_to_string(repo.join(DEVICE))?;
+    let socket = dir.join("control.sock");
+    let spe_options: Vec<String> = [
+        ("--spe-qemu", &qemu),
+        ("--spe-backend", &rig.backend),
+        ("--spe-control-socket", &socket),
+        ("--spe-log", &dir.join("backend.log")),
+    ]
+    .iter()
+    .map(|(o, p)| format!("{o} {}", p.display()))
+    .collect();
+    let mut table = String::from("| test case | spe-qemu | plain QEMU |\n|---|---|---|\n");
+    let mut runs = Vec::new();
+    for (i, (name, command, options)) in [
+        ("spe-qemu", rig.launcher.clone(), spe_options),
+        ("plain", qemu.clone(), Vec::new()),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let d = dir.join(name);
+        fs::create_dir_all(&d)?;
+        let _ = fs::remove_file(d.join("bin"));
+        symlink(dir.join("bin"), d.join("bin"))?;
+        let device_file = d.join("device.yaml");
+        fs::write(&device_file, device(&device_template, &command, &options))?;
+        let step = Step::new(format!("lava-run: the SPE job on {name} ({kernel})"));
+        let control = (name == "spe-qemu").then_some((rig.backend.as_path(), socket.as_path()));
+        let o = lava_run(&d, &job_file, &device_file, control, i as u32 + 1)?;
+        step.done(&format!(
+            "lava-run exit {:?}, {} test cases",
+            o.rc,
+            o.cases.len()
+        ));
+        runs.push(o);
+    }
+    let (spe, plain) = (&runs[0], &runs[1]);
+    let (rs, rp) = (results(spe), results(plain));
+    let mut v = kernel.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let k = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+    let mut ok = spe.rc == Some(0) && plain.rc == Some(0) && spe.armed;
+    let names: Vec<&String> = rs
+        .keys()
+        .chain(rp.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    for (case, xfail) in CASES {
+        let (s, p) = (
+            rs.get(*case).map(String::as_str),
+            rp.get(*case).map(String::as_str),
+        );
+        let want_fail = xfail.contains(&k);
+        let good = match s {
+            Some("pass") | Some("skip") => !want_fail,
+            Some("fail") => want_fail,
+            _ => false,
+        };
+        let control_good = !CONTROL_FAILS.contains(case) || p == Some("fail");
+        ok &= good && control_good;
+        table.push_str(&format!(
+            "| `{case}` | {}{} | {}{} |\n",
+            s.unwrap_or("missing"),
+            if want_fail {
+                " (expected: perf starts slower than its test waits)"
+            } else if good {
+                ""
+            } else {
+                " **unexpected**"
+            },
+            p.unwrap_or("missing"),
+            if control_good { "" } else { " **unexpected**" },
+        ));
+    }
+    for n in names {
+        if !CASES.iter().any(|(c, _)| c == n) {
+            ok = false;
+            table.push_str(&format!(
+                "| `{n}` | {} | {} | not a case of the job: **unexpected** |\n",
+                rs.get(n).map_or("-", String::as_str),
+                rp.get(n).map_or("-", String::as_str)
+            ));
+        }
+    }
+    let md = work.join(format!("lava-{kernel}.md"));
+    fs::write(&md, &table)?;
+    print!("{table}");
+    eprintln!(
+        "==> {} (lava-run logs in {}); fault armed: {}",
+        md.display(),
+        dir.display(),
+        spe.armed
+    );
+    Ok(ok)
+}
+
+fn nix_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// LAVA's own schemas (lava-common, which `cargo xtask test`'s set-up
+    /// installs) on a job and a device dictionary: `Err` with LAVA's words.
+    fn lava_schema(job: &str, device: &str) -> Result<(), String> {
+        let dir = std::env::temp_dir().join(format!("xtask-lava-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("job.yaml"), job).unwrap();
+        fs::write(dir.join("device.yaml"), device).unwrap();
+        // Debian's interpreter: LAVA's modules are Debian packages.
+        let out = Command::new("/usr/bin/python3")
+            .arg("-c")
+            .arg(
+                "import sys, yaml\n\
+                 from lava_common.schemas import validate\n\
+                 from lava_common.schemas.device import validate as device\n\
+                 validate(yaml.safe_load(open(sys.argv[1])))\n\
+                 device(yaml.safe_load(open(sys.argv[2])))\n",
+            )
+            .arg(dir.join("job.yaml"))
+            .arg(dir.join("device.yaml"))
+            .output()
+            .expect("/usr/bin/python3 (Debian's python3)");
+        fs::remove_dir_all(&dir).unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            !err.contains("No module named 'lava_common'"),
+            "lava-common is not installed: `cargo xtask setup` installs it"
+        );
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(err)
+        }
+    }
+
+    #[test]
+    fn the_job_and_device_pass_lavas_schema() {
+        let job_t = fs::read_to_string(repo().join(JOB)).unwrap();
+        let dev_t = fs::read_to_string(repo().join(DEVICE)).unwrap();
+        let job = job(
+            &job_t,
+            "7.3",
+            Path::new("/k/vmlinuz"),
+            Path::new("/r/rootfs.cpio.gz"),
+        );
+        assert!(!job.contains("{{"), "{job}");
+        let options = ["--spe-control-socket /s/c.sock".to_string()];
+        let dev = device(&dev_t, Path::new("/p/bin/spe-qemu"), &options);
+        assert!(!dev.contains("{{"), "{dev}");
+        assert_eq!(lava_schema(&job, &dev), Ok(()));
+        // The schema is read: a job without its visibility is refused...
+        let e = lava_schema(&job.replace("visibility: public\n", ""), &dev).unwrap_err();
+        assert!(e.contains("visibility"), "{e}");
+        // ...and a device without its parameters.
+        let e = lava_schema(&job, &dev.replace("parameters: {}\n", "")).unwrap_err();
+        assert!(e.contains("parameters"), "{e}");
+    }
+
+    fn repo() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    }
+
+    #[test]
+    fn results_are_read_from_lava_runs_log() {
+        // Lines as lava-run 2023.01 writes them (tags and all).
+        let log = r#"- {"dt": "2026-11-28T10:00:00.1", "lvl": "target", "msg": "SPE-RESULT x=1"}
+- {"dt": "2026-11-28T10:00:01.2", "lvl": "results", "msg": {"case": "spe-probe", "definition": "0_spe", "result": "pass", "starttc": ! "465", "endtc": ! "466"}}
+- {"dt": "2026-11-28T10:00:02.3", "lvl": "results", "msg": {"case": "job", "definition": "lava", "result": "pass"}}
+- {"dt": "2026-11-28T10:00:03.4", "lvl": "info", "msg": "\"case\": \"x\""}"#;
+        let c = cases(log);
+        assert_eq!(c.len(), 2);
+        assert_eq!(
+            c[0],
+            Case {
+                definition: "0_spe".into(),
+                name: "spe-probe".into(),
+                result: "pass".into()
+            }
+        );
+        assert_eq!(c[1].definition, "lava");
+    }
+
+    /// Every check of the job is a case the run judges, and each case
+    /// judged is one the job runs.
+    #[test]
+    fn the_job_runs_every_case_judged() {
+        let job = fs::read_to_string(repo().join(JOB)).unwrap();
+        let steps: Vec<&str> = job
+            .split("lava-check.sh ")
+            .skip(1)
+            .map(|s| s.split_whitespace().next().unwrap())
+            .collect();
+        for (case, _) in CASES {
+            let main = case.split("-perf_test").next().unwrap();
+            assert!(steps.contains(&main), "{case} is not a check of the job");
+            if let Some(sub) = case.strip_prefix("perf-test-") {
+                assert!(job.contains(&format!("+{sub}")), "{sub}");
+            }
+        }
+        for s in &steps {
+            assert!(CASES.iter().any(|(c, _)| c == s), "{s} is not judged");
+        }
+        for c in CONTROL_FAILS {
+            assert!(CASES.iter().any(|(n, _)| n == c));
+        }
+    }
+
+    /// The fault check wants what faults.rs says arm_spe_pmu does for the
+    /// fault `ARM` arms.
+    #[test]
+    fn the_fault_check_wants_the_catalogues_reaction() {
+        let job = fs::read_to_string(repo().join(JOB)).unwrap();
+        let case = crate::faults::CASES
+            .iter()
+            .find(|c| c.name == "fault-stage1-translation")
+            .unwrap();
+        let r = case.reaction;
+        assert!(job.contains(&format!("fault_msg={}", r.message.unwrap())));
+        assert!(job.contains(&format!("fault_pmbsr={:#x}", r.pmbsr.unwrap())));
+        let scenario = case.scenario.unwrap();
+        for (a, b) in [
+            ("stage1", "\"kind\": \"stage1\""),
+            ("translation", "\"fault\": \"translation\""),
+            ("3", "\"level\": 3"),
+        ] {
+            assert!(ARM.contains(&a) && scenario.contains(b), "{a}");
+        }
+    }
+}
