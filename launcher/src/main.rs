@@ -286,11 +286,20 @@ impl Drop for RuntimeDir {
     }
 }
 
-/// In the child, before exec: `sig` when the parent dies.
+/// In the child, before exec: the forwarded signals unblocked (a child
+/// inherits its parent's mask across fork and exec, and QEMU's handlers
+/// would then never see a SIGTERM: it outlived a killed spe-qemu), and
+/// `sig` when the parent dies.
 fn die_with_parent(sig: libc::c_int) -> io::Result<()> {
-    // SAFETY: plain prctl on the calling (child) process.
-    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong) } != 0 {
-        return Err(io::Error::last_os_error());
+    let set = forwarded_set();
+    // SAFETY: sigprocmask and prctl are async-signal-safe, on the calling
+    // (child, single-threaded) process.
+    unsafe {
+        if libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) != 0
+            || libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
     }
     Ok(())
 }
@@ -378,8 +387,8 @@ fn forwarded_set() -> libc::sigset_t {
     }
 }
 
-/// Blocks the forwarded signals in every thread (children start with an
-/// empty mask: Rust's Command resets it).
+/// Blocks the forwarded signals in every thread (children unblock them:
+/// `die_with_parent`).
 fn block_forwarded_signals() {
     let set = forwarded_set();
     // SAFETY: changes this thread's mask only; called before any thread.
@@ -419,6 +428,34 @@ fn show_tail(log: &Path) {
 mod tests {
     use super::*;
     use spe_protocol::profile::CpuProfile;
+
+    /// The signal mask of a child spawned after `block_forwarded_signals`,
+    /// with the children's set-up or without.
+    fn child_mask(set_up: bool) -> u64 {
+        std::thread::spawn(move || {
+            block_forwarded_signals();
+            let mut cmd = Command::new("grep");
+            cmd.args(["SigBlk", "/proc/self/status"]);
+            if set_up {
+                // SAFETY: as spe-qemu's own children.
+                unsafe { cmd.pre_exec(|| die_with_parent(libc::SIGTERM)) };
+            }
+            let out = cmd.output().unwrap();
+            let text = String::from_utf8(out.stdout).unwrap();
+            u64::from_str_radix(text.trim().trim_start_matches("SigBlk:").trim(), 16).unwrap()
+        })
+        .join()
+        .unwrap()
+    }
+
+    #[test]
+    fn children_take_the_signals_spe_qemu_forwards() {
+        let bits: u64 = FORWARDED.iter().map(|&s| 1 << (s - 1)).sum();
+        // The stand-ins of tests/lifecycle.rs are shell scripts, and the
+        // shell clears its mask: this is where an inherited one shows.
+        assert_eq!(child_mask(false) & bits, bits, "the control");
+        assert_eq!(child_mask(true) & bits, 0);
+    }
 
     #[test]
     fn help_names_every_profile() {
