@@ -5,7 +5,8 @@
 #   lava-check.sh CASE SCENARIO [CONDITION...]
 #
 # runs /scenarios/SCENARIO.sh as /init would, then holds its SPE-RESULT
-# lines to each CONDITION: KEY=VALUE, KEY!=VALUE, KEY>=N, KEY<=N;
+# lines to each CONDITION: KEY=VALUE, KEY!=VALUE, KEY>=N, KEY<=N (quoted:
+# unquoted, the shell takes >= and <= for redirections);
 # `attributes`, the filtering attributes' judge (attributes-judge.sh);
 # `+KEY`, KEY's value as a test case of its own, CASE-KEY (Ok and PASS
 # pass; Skip, SKIPPED and none, for a part that printed no verdict, skip;
