@@ -1,7 +1,7 @@
 # The driver's reaction to a fault the backend delivers (armed by the
 # host's --scenario file: see integration/xtask/src/faults.rs). perf
 # records the synthetic source's records system-wide while the fault
-# lands; the host judges what the guest reports here against what the
+# lands (or, with spe_fault_workload, a workload's); the host judges what the guest reports here against what the
 # driver's code says it does for that syndrome. A second recording shows
 # SPE still works once the fault is handled.
 . /scenarios/lib/spe.sh
@@ -15,7 +15,10 @@ dmesg -c > /dev/null
 irqs_before=$(irq_count)
 
 ev=arm_spe_0/ts_enable=1,pa_enable=1/
-perf record -e "$ev" -a -o /tmp/f.data -- sleep 3 > /tmp/f.log 2>&1 &
+# spe_fault_workload: what runs while perf records (LAVA's job, whose
+# samples are the guest's own, not a synthetic source's, runs a workload).
+# shellcheck disable=SC2086
+perf record -e "$ev" -a -o /tmp/f.data -- ${spe_fault_workload:-sleep 3} > /tmp/f.log 2>&1 &
 perf_pid=$!
 # The host may act now (a live `ctl` command): perf is recording.
 sleep 1

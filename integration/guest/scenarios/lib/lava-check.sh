@@ -5,7 +5,8 @@
 #   lava-check.sh CASE SCENARIO [CONDITION...]
 #
 # runs /scenarios/SCENARIO.sh as /init would, then holds its SPE-RESULT
-# lines to each CONDITION: KEY=VALUE, KEY!=VALUE, KEY>=N, KEY<=N (quoted:
+# lines to each CONDITION: KEY=VALUE (numbers by value), KEY!=VALUE,
+# KEY>=N, KEY<=N (quoted:
 # unquoted, the shell takes >= and <= for redirections);
 # `attributes`, the filtering attributes' judge (attributes-judge.sh);
 # `+KEY`, KEY's value as a test case of its own, CASE-KEY (Ok and PASS
@@ -80,7 +81,14 @@ for cond in $conditions; do
         ;;
     *=*)
         key=${cond%%=*}
-        [ "$(value "$key")" = "${cond#*=}" ] || fail "$key=$(value "$key"), want ${cond#*=}"
+        v=$(value "$key")
+        want=${cond#*=}
+        # Numbers (decimal or 0x hex) by value: 0x0090 is 0x90.
+        if echo "$v $want" | grep -qE '^(0x[0-9a-fA-F]+|[0-9]+) (0x[0-9a-fA-F]+|[0-9]+)$'; then
+            [ $((v)) -eq $((want)) ] || fail "$key=$v, want $want"
+        else
+            [ "$v" = "$want" ] || fail "$key=$v, want $want"
+        fi
         ;;
     *)
         fail "lava-check.sh: a condition it does not know: $cond"
