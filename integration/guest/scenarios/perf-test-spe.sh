@@ -52,4 +52,18 @@ if grep -q '^SPE snapshot testing: FAIL' /tmp/perf-test.log; then
     result "perf_test_snapshot_later_s=$wait_s"
     result "perf_test_snapshot_later=${v:-none}"
 fi
+# The fork test again if it failed, its first `sleep 1` lengthened the
+# same way: it counts perf's log lines a second after starting perf and
+# again a second later, and fails if they did not grow.
+if [ "$(verdict "hang when there are forks")" = "FAILED!" ]; then
+    wait_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) + 2 }')
+    fork=$(grep -l "hang when there are forks" /usr/lib/perf-core/tests/shell/*.sh | head -n 1)
+    awk -v w="$wait_s" '!done && $0 == "sleep 1" { print "sleep " w; done = 1; next } { print }' \
+        "$fork" > /tmp/fork-later.sh
+    bash /tmp/fork-later.sh > /tmp/fork-later.log 2>&1
+    cat /tmp/fork-later.log
+    v=$(sed -n 's/^SPE hang test: //p' /tmp/fork-later.log | tail -n 1)
+    result "perf_test_fork_later_s=$wait_s"
+    result "perf_test_fork_later=${v:-none}"
+fi
 pass

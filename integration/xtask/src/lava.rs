@@ -57,19 +57,21 @@ const ARM: &[&str] = &[
     "3",
     "--vcpu",
     "all",
-    "--next-record",
+    "--after-records",
+    "300",
 ];
 const FAULT_MARKER: &str = "SPE-FAULT-RECORDING";
 
-/// The case whose pass explains a failed snapshot part: the part again,
-/// waiting for perf to start (perf_test_snapshot_later).
+/// The cases whose pass explains a failed snapshot part or fork test: the
+/// part or test again, waiting for perf to start (perf-test-spe.sh).
 const SNAPSHOT_LATER: &str = "perf-test-perf_test_snapshot_later";
+const FORK_LATER: &str = "perf-test-perf_test_fork_later";
 
 /// Every test case the SPE device must pass (or skip), with the case
 /// whose pass makes its failure an expected one: perf's snapshot part
-/// signals perf a fixed second after starting it, and perf takes longer
-/// than that to start in these guests (perf_startup_ms in the log; the
-/// harness's XFAIL in perf_test.rs says the same for CI's runs).
+/// and fork test act a fixed second after starting perf, and perf can
+/// take longer than that to start in these guests (perf_startup_ms in
+/// the log; the harness's XFAIL in perf_test.rs says so for CI's runs).
 const CASES: &[(&str, Option<&str>)] = &[
     ("spe-probe", None),
     ("spe-profile", None),
@@ -77,10 +79,11 @@ const CASES: &[(&str, Option<&str>)] = &[
     ("fault-stage1-translation", None),
     ("perf-test", None),
     ("perf-test-perf_test_trace", Some(SNAPSHOT_LATER)),
-    ("perf-test-perf_test_fork", None),
+    ("perf-test-perf_test_fork", Some(FORK_LATER)),
     ("perf-test-perf_test_part_snapshot", Some(SNAPSHOT_LATER)),
     ("perf-test-perf_test_part_system_wide", None),
     (SNAPSHOT_LATER, None),
+    (FORK_LATER, None),
 ];
 
 /// The cases the plain QEMU must fail: every check that needs SPE.
@@ -185,8 +188,8 @@ struct Outcome {
     armed: bool,
 }
 
-/// Runs lava-run, copying its log to `log`; arms the fault on `control`
-/// (a socket) when the guest asks.
+/// Runs lava-run in `dir` (its log into `lava.log`); arms the fault with
+/// `control`'s backend on its socket when the guest says it records.
 fn lava_run(
     dir: &Path,
     job: &Path,
@@ -271,8 +274,97 @@ fn results(o: &Outcome) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The TuxRun release the run was proven with (PyPI; its job templates
+/// are tuxlava's, which it pulls in).
+const TUXRUN: &str = "tuxrun==1.11.0";
+
+/// The check TuxRun runs (its job is its own: one command, here ours).
+const TUXRUN_CHECK: &str = "spe-profile";
+
+/// TuxRun's `qemu-arm64` device with `--runtime null` (the host's
+/// lava-run) on `qemu` (a script or binary run as `qemu-system-aarch64`
+/// from PATH; the version probe gets the patched QEMU as
+/// `qemu-system-arm64`): the result of its one command, our check.
+fn tuxrun(dir: &Path, rig: &Rig, patched: &Path, qemu: &str, ramdisk: &Path) -> Result<String> {
+    let venv = dir.parent().context("the lava folder")?.join("tuxrun-venv");
+    if !venv.join("bin/tuxrun").exists() {
+        let step = Step::new(format!("pip install {TUXRUN}"));
+        run(
+            "python3 -m venv",
+            Command::new("/usr/bin/python3")
+                .args(["-m", "venv"])
+                .arg(&venv),
+        )?;
+        run(
+            "pip install tuxrun (is PyPI reachable?)",
+            Command::new(venv.join("bin/pip")).args(["install", "-q", TUXRUN]),
+        )?;
+        step.done("installed");
+    }
+    let _ = fs::remove_dir_all(dir);
+    let shims = dir.join("bin");
+    fs::create_dir_all(&shims)?;
+    let aarch64 = shims.join("qemu-system-aarch64");
+    fs::write(&aarch64, format!("#!/bin/sh\nexec {qemu} \"$@\"\n"))?;
+    fs::set_permissions(
+        &aarch64,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )?;
+    symlink(patched, shims.join("qemu-system-arm64"))?;
+    let results = dir.join("results.json");
+    let path = format!(
+        "{}:{}:{}",
+        shims.display(),
+        venv.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("timeout")
+        .args([
+            "1800",
+            "tuxrun",
+            "--runtime",
+            "null",
+            "--device",
+            "qemu-arm64",
+        ])
+        .arg(format!("--kernel=file://{}", rig.kernel.display()))
+        .arg(format!("--rootfs=file://{}", ramdisk.display()))
+        .args(["--parameters", "machine=virt", "cpu=max"])
+        // Its devices log in as root: the guest asks for a login first.
+        .args(["--boot-args", "spe.scenario=lava spe.login=1"])
+        .args(["--timeouts", "deploy=5", "boot=5"])
+        .arg("--save-outputs")
+        .arg("--cache-dir")
+        .arg(dir.join("cache"))
+        .arg("--results")
+        .arg(&results)
+        .args([
+            "--",
+            "sh",
+            "/scenarios/lib/lava-check.sh",
+            TUXRUN_CHECK,
+            TUXRUN_CHECK,
+        ])
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .output()
+        .context("running tuxrun")?;
+    fs::write(
+        dir.join("tuxrun.log"),
+        [out.stdout.as_slice(), out.stderr.as_slice()].concat(),
+    )?;
+    let json: serde_json::Value = fs::read_to_string(&results)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    Ok(json["commands"][TUXRUN_CHECK]["result"]
+        .as_str()
+        .unwrap_or("missing")
+        .to_string())
+}
+
 pub fn run_lava(rig: &Rig, repo: &Path, work: &Path) -> Result<bool> {
-    if !nix_root() {
+    if !is_root() {
         bail!("lava-run must run as root");
     }
     install()?;
@@ -334,7 +426,9 @@ pub fn run_lava(rig: &Rig, repo: &Path, work: &Path) -> Result<bool> {
         fs::write(&device_file, device(&device_template, &command, &options))?;
         let step = Step::new(format!("lava-run: the SPE job on {name} ({kernel})"));
         let control = (name == "spe-qemu").then_some((rig.backend.as_path(), socket.as_path()));
-        let o = lava_run(&d, &job_file, &device_file, control, i as u32 + 1)?;
+        // Job ids name lava-run's folders: ours, not another run's.
+        let job_id = std::process::id() * 2 + i as u32;
+        let o = lava_run(&d, &job_file, &device_file, control, job_id)?;
         step.done(&format!(
             "lava-run exit {:?}, {} test cases",
             o.rc,
@@ -368,7 +462,7 @@ pub fn run_lava(rig: &Rig, repo: &Path, work: &Path) -> Result<bool> {
             "| `{case}` | {}{} | {}{} |\n",
             s.unwrap_or("missing"),
             if want_fail {
-                " (expected: perf starts slower than the part waits; it passes waiting longer)"
+                " (expected: perf starts slower than the test waits; it passes waiting longer)"
             } else if good {
                 ""
             } else {
@@ -388,6 +482,38 @@ pub fn run_lava(rig: &Rig, repo: &Path, work: &Path) -> Result<bool> {
             ));
         }
     }
+    // The same check through TuxRun, on both QEMUs.
+    let step = Step::new(format!("TuxRun ({TUXRUN}, --runtime null): {TUXRUN_CHECK}"));
+    let spe_shim = format!(
+        "{} --spe-qemu {} --spe-backend {} --spe-log {}",
+        rig.launcher.display(),
+        qemu.display(),
+        rig.backend.display(),
+        dir.join("tuxrun-backend.log").display()
+    );
+    let tux_spe = tuxrun(
+        &dir.join("tuxrun-spe-qemu"),
+        rig,
+        &qemu,
+        &spe_shim,
+        &ramdisk,
+    )?;
+    let tux_plain = tuxrun(
+        &dir.join("tuxrun-plain"),
+        rig,
+        &qemu,
+        &qemu.display().to_string(),
+        &ramdisk,
+    )?;
+    step.done(&format!(
+        "{tux_spe} on spe-qemu, {tux_plain} on the plain QEMU"
+    ));
+    let tux_good = tux_spe == "pass" && tux_plain == "fail";
+    ok &= tux_good;
+    table.push_str(&format!(
+        "| `{TUXRUN_CHECK}` through TuxRun | {tux_spe} | {tux_plain}{} |\n",
+        if tux_good { "" } else { " **unexpected**" }
+    ));
     let md = work.join(format!("lava-{kernel}.md"));
     fs::write(&md, &table)?;
     print!("{table}");
@@ -400,7 +526,7 @@ pub fn run_lava(rig: &Rig, repo: &Path, work: &Path) -> Result<bool> {
     Ok(ok)
 }
 
-fn nix_root() -> bool {
+fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
@@ -542,6 +668,8 @@ mod tests {
             ("stage1", "\"kind\": \"stage1\""),
             ("translation", "\"fault\": \"translation\""),
             ("3", "\"level\": 3"),
+            // after 300 more records, as the catalogue's --scenario files
+            ("300", "\"count\": 300"),
         ] {
             assert!(ARM.contains(&a) && scenario.contains(b), "{a}");
         }
