@@ -10,8 +10,8 @@
 # unquoted, the shell takes >= and <= for redirections);
 # `attributes`, the filtering attributes' judge (attributes-judge.sh);
 # `+KEY`, KEY's value as a test case of its own, CASE-KEY (Ok and PASS
-# pass; Skip, SKIPPED and none, for a part that printed no verdict, skip;
-# anything else fails). CASE passes if the scenario and every condition
+# pass; Skip, SKIPPED, none for a part that printed no verdict, and no
+# value, for a rerun that was not needed, skip; anything else fails). CASE passes if the scenario and every condition
 # do. Needs LAVA's lava-test-case on PATH.
 case_name=$1
 scenario=$2
@@ -63,7 +63,7 @@ for cond in $conditions; do
         key=${cond#+}
         case "$(value "$key")" in
         Ok | PASS) r=pass ;;
-        Skip* | SKIPPED | none) r=skip ;;
+        Skip* | SKIPPED | none | '') r=skip ;;
         *) r=fail ;;
         esac
         echo "SPE-LAVA-CASE $case_name-$key $(value "$key")"
