@@ -346,6 +346,8 @@ fn tuxrun(dir: &Path, rig: &Rig, patched: &Path, qemu: &str, ramdisk: &Path) -> 
             TUXRUN_CHECK,
         ])
         .env("PATH", path)
+        // With --runtime null its lava-run writes `output/` where it runs.
+        .current_dir(dir)
         .stdin(Stdio::null())
         .output()
         .context("running tuxrun")?;
