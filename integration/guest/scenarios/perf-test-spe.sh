@@ -38,35 +38,36 @@ for part in "SPE snapshot testing" "SPE system-wide testing" "SPE discard mode";
     result "perf_test_part_$key=${v:-none}"
 done
 result "perf_test_parts=$parts"
+# A failed part or test again, waiting perf's start-up plus two seconds
+# where perf's own waits one.
+wait_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) + 2 }')
+# later NAME SCRIPT VERDICT: runs SCRIPT and reports the verdict of its
+# "VERDICT: " line as perf_test_NAME_later.
+later() {
+    bash "$2" > "$2.log" 2>&1
+    cat "$2.log"
+    v=$(sed -n "s/^$3: //p" "$2.log" | tail -n 1)
+    result "perf_test_$1_later_s=$wait_s"
+    result "perf_test_$1_later=${v:-none}"
+}
 # Why the snapshot part failed, if it did: perf's own part again, only its
-# `sleep 1` lengthened to perf's start-up plus a second. PASS here and FAIL
-# above is the expected failure the host reports (scenarios: XFAIL).
+# `sleep 1` lengthened. PASS here and FAIL above is the expected failure
+# the host reports (scenarios: XFAIL).
 if grep -q '^SPE snapshot testing: FAIL' /tmp/perf-test.log; then
-    wait_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) + 2 }')
     sed -e "s/^\tsleep 1\$/\tsleep $wait_s/" \
         -e '/^arm_spe_system_wide_test$/d' -e '/^arm_spe_discard_test$/d' \
         "$script" > /tmp/snapshot-later.sh
-    bash /tmp/snapshot-later.sh > /tmp/snapshot-later.log 2>&1
-    cat /tmp/snapshot-later.log
-    v=$(sed -n 's/^SPE snapshot testing: //p' /tmp/snapshot-later.log | tail -n 1)
-    result "perf_test_snapshot_later_s=$wait_s"
-    result "perf_test_snapshot_later=${v:-none}"
+    later snapshot /tmp/snapshot-later.sh "SPE snapshot testing"
 fi
 # The fork test again if it failed: it counts perf's log lines a second
 # after starting perf and again a second later, and fails if they did not
-# grow. Here the first wait is perf's start-up plus two seconds, and the
-# second five: under emulation perf (-vvv) logs only at an AUX wake-up,
+# grow. Here the first wait is wait_s, and the second five: under emulation perf (-vvv) logs only at an AUX wake-up,
 # and its workload's samples fill the buffer slower than on a real core
 # (7.3, a busy host: 98 lines at 7 s and a second later).
 if [ "$(verdict "hang when there are forks")" = "FAILED!" ]; then
-    wait_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%d", (b - a) + 2 }')
     fork=$(grep -l "hang when there are forks" /usr/lib/perf-core/tests/shell/*.sh | head -n 1)
     awk -v w="$wait_s" '$0 == "sleep 1" { n++; print "sleep " (n == 1 ? w : 5); next } { print }' \
         "$fork" > /tmp/fork-later.sh
-    bash /tmp/fork-later.sh > /tmp/fork-later.log 2>&1
-    cat /tmp/fork-later.log
-    v=$(sed -n 's/^SPE hang test: //p' /tmp/fork-later.log | tail -n 1)
-    result "perf_test_fork_later_s=$wait_s"
-    result "perf_test_fork_later=${v:-none}"
+    later fork /tmp/fork-later.sh "SPE hang test"
 fi
 pass

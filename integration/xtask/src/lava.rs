@@ -287,20 +287,7 @@ const TUXRUN_CHECK: &str = "spe-profile";
 /// `qemu-system-arm64`): the result of its one command, our check.
 fn tuxrun(dir: &Path, rig: &Rig, patched: &Path, qemu: &str, ramdisk: &Path) -> Result<String> {
     let venv = dir.parent().context("the lava folder")?.join("tuxrun-venv");
-    if !venv.join("bin/tuxrun").exists() {
-        let step = Step::new(format!("pip install {TUXRUN}"));
-        run(
-            "python3 -m venv",
-            Command::new("/usr/bin/python3")
-                .args(["-m", "venv"])
-                .arg(&venv),
-        )?;
-        run(
-            "pip install tuxrun (is PyPI reachable?)",
-            Command::new(venv.join("bin/pip")).args(["install", "-q", TUXRUN]),
-        )?;
-        step.done("installed");
-    }
+    crate::util::pip_venv(&venv, TUXRUN, "tuxrun")?;
     let _ = fs::remove_dir_all(dir);
     let shims = dir.join("bin");
     fs::create_dir_all(&shims)?;

@@ -89,6 +89,27 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// `requirement` from PyPI in its own venv at `venv` (Debian's python3),
+/// unless `venv/bin/EXE` is there already.
+pub fn pip_venv(venv: &Path, requirement: &str, exe: &str) -> Result<()> {
+    if venv.join("bin").join(exe).exists() {
+        return Ok(());
+    }
+    let step = Step::new(format!("pip install {requirement}"));
+    run(
+        "python3 -m venv",
+        Command::new("/usr/bin/python3")
+            .args(["-m", "venv"])
+            .arg(venv),
+    )?;
+    run(
+        &format!("pip install {requirement} (is PyPI reachable?)"),
+        Command::new(venv.join("bin/pip")).args(["install", "-q", requirement]),
+    )?;
+    step.done("installed");
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

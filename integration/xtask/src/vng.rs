@@ -71,20 +71,7 @@ pub fn run_vng(rig: &Rig, work: &Path) -> Result<bool> {
     install_missing(PACKAGES)?;
     let dir = work.join("virtme-ng");
     let venv = dir.join("venv");
-    if !venv.join("bin/vng").exists() {
-        let step = Step::new(format!("pip install {VIRTME_NG}"));
-        run(
-            "python3 -m venv",
-            Command::new("/usr/bin/python3")
-                .args(["-m", "venv"])
-                .arg(&venv),
-        )?;
-        run(
-            "pip install virtme-ng (is PyPI reachable?)",
-            Command::new(venv.join("bin/pip")).args(["install", "-q", VIRTME_NG]),
-        )?;
-        step.done("installed");
-    }
+    crate::util::pip_venv(&venv, VIRTME_NG, "vng")?;
     let root = dir.join(format!("root-{}", rig.spec.name));
     make_root(&rig.initrd, &root)?;
 
