@@ -136,20 +136,12 @@ pub fn serve(listener: &mut vhost::vhost_user::Listener, opts: DeviceOptions) ->
             .shutdown_handle()
             .map(|h| handshake_watchdog(h, negotiated))
             .transpose()?;
-        backend
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .front_end_connected();
-        // Registered only now so an idle daemon does not wake every tick.
-        if let (Some(fd), Some(rate)) = (timer, synthetic) {
-            if listen(&daemon, fd, SYNTHETIC_EVENT, "synthetic source") {
-                info!("synthetic source: {rate} ops/s per vCPU");
-            }
-        }
-
         // The control socket's commands reach this VM's SPUs while it is
         // connected; in between they run on the hub (faults wait for the
-        // next VM).
+        // next VM). Attached before the hub's faults move onto the SPUs:
+        // a command in between would find neither a VM nor the faults
+        // (both take the backend's lock, so either order of the two is
+        // consistent).
         let control_on = control.as_ref().filter(|hub| {
             listen(
                 &daemon,
@@ -161,6 +153,17 @@ pub fn serve(listener: &mut vhost::vhost_user::Listener, opts: DeviceOptions) ->
         if let Some(hub) = control_on {
             hub.attach();
         }
+        backend
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .front_end_connected();
+        // Registered only now so an idle daemon does not wake every tick.
+        if let (Some(fd), Some(rate)) = (timer, synthetic) {
+            if listen(&daemon, fd, SYNTHETIC_EVENT, "synthetic source") {
+                info!("synthetic source: {rate} ops/s per vCPU");
+            }
+        }
+
         // The plugin's samples reach this VM's SPUs while it is connected.
         if let Some(feed) = &feed {
             listen(
