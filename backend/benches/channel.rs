@@ -23,13 +23,12 @@ use criterion::{criterion_group, Criterion, Throughput};
 use spe_protocol::channel::{ring::Layout, MemRegion, Status};
 use spe_protocol::op::SampledOp;
 use spe_protocol::regs::*;
-use vhost_device_spe::qemu::{self, client::ChannelClient, ServerConfig};
-use vhost_device_spe::ring::Producer;
+use vhost_device_spe::qemu::client::{ChannelClient, FrontRing};
+use vhost_device_spe::qemu::{self, ServerConfig};
 use vhost_device_spe::spu::tables::{tcr_el1, TableBuilder, PAGE_RW};
 use vhost_device_spe::spu::translate::Granule;
 use vhost_device_spe::spu::Features;
 use vm_memory::{FileOffset, GuestAddress, GuestMemoryMmap};
-use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 const RAM_GPA: u64 = 0x4000_0000;
 const RAM_SIZE: u64 = 32 << 20;
@@ -40,9 +39,7 @@ const BATCH: usize = 256;
 struct Rig {
     _server: qemu::ServerHandle,
     client: ChannelClient,
-    producer: Producer,
-    doorbell: EventFd,
-    _ring: (File, EventFd),
+    ring: FrontRing,
     _ram: File,
     rearms: u64,
     bytes: u64,
@@ -84,13 +81,8 @@ impl Rig {
             vcpus: 1,
             slots: hello.ring_slots,
         };
-        let (ring_file, producer) = Producer::create(layout).unwrap();
-        let doorbell = EventFd::new(EFD_NONBLOCK).unwrap();
-        let irq = EventFd::new(EFD_NONBLOCK).unwrap();
-        let st = client
-            .set_ring(hello.ring_size, &ring_file, &doorbell, &irq)
-            .unwrap();
-        assert_eq!(st.status, Status::OK);
+        let ring = FrontRing::create(layout).unwrap();
+        assert_eq!(client.attach_ring(&ring).unwrap().status, Status::OK);
         client
             .set_translation(
                 0,
@@ -105,9 +97,7 @@ impl Rig {
         let mut rig = Rig {
             _server: server,
             client,
-            producer,
-            doorbell,
-            _ring: (ring_file, irq),
+            ring,
             _ram: ram,
             rearms: 0,
             bytes: 0,
@@ -143,14 +133,14 @@ impl Rig {
     fn feed(&mut self, ops: &[SampledOp]) {
         let mut sent = 0;
         while sent < ops.len() {
-            let n = self.producer.push(0, &ops[sent..]);
+            let n = self.ring.producer.push(0, &ops[sent..]);
             if n > 0 {
                 sent += n;
-                self.doorbell.write(1).unwrap();
+                self.ring.doorbell.write(1).unwrap();
             } else {
                 std::thread::yield_now();
             }
-            if self.producer.irq(0).level {
+            if self.ring.producer.irq(0).level {
                 self.arm();
             }
         }
@@ -159,7 +149,7 @@ impl Rig {
     /// Everything fed so far is in guest memory.
     fn sync(&mut self) {
         assert_eq!(self.client.sync(0).unwrap().status, Status::OK);
-        if self.producer.irq(0).level {
+        if self.ring.producer.irq(0).level {
             self.arm();
         }
     }

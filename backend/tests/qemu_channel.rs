@@ -19,14 +19,15 @@ use spe_protocol::channel::{
 use spe_protocol::op::{OpClass, SampledOp};
 use spe_protocol::packet::{self, events, AddressIndex, Packet};
 use spe_protocol::regs::*;
-use vhost_device_spe::qemu::{self, client::ChannelClient, ServerConfig};
-use vhost_device_spe::ring::{memfd, Producer};
+use vhost_device_spe::qemu::client::{ChannelClient, FrontRing};
+use vhost_device_spe::qemu::{self, ServerConfig};
+use vhost_device_spe::ring::memfd;
 use vhost_device_spe::shm::sealed_memfd;
 use vhost_device_spe::spu::tables::{tcr_el1, TableBuilder, PAGE_RW};
 use vhost_device_spe::spu::translate::Granule;
 use vhost_device_spe::spu::Features;
 use vm_memory::{Bytes, FileOffset, GuestAddress, GuestMemoryMmap};
-use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+use vmm_sys_util::eventfd::EventFd;
 
 const RAM_GPA: u64 = 0x4000_0000;
 const RAM_SIZE: u64 = 8 << 20;
@@ -122,46 +123,12 @@ impl Guest {
     }
 }
 
-/// The ring QEMU would create, with its two eventfds.
-struct QemuRing {
-    file: File,
-    producer: Producer,
-    doorbell: EventFd,
-    irq: EventFd,
-    layout: Layout,
-}
-
-impl QemuRing {
-    fn new(layout: Layout) -> QemuRing {
-        let (file, producer) = Producer::create(layout).unwrap();
-        QemuRing {
-            file,
-            producer,
-            doorbell: EventFd::new(EFD_NONBLOCK).unwrap(),
-            irq: EventFd::new(EFD_NONBLOCK).unwrap(),
-            layout,
-        }
-    }
-
-    /// Waits until the IRQ eventfd fires; returns whether it did.
-    fn wait_irq(&self, timeout: Duration) -> bool {
-        let mut pfd = libc::pollfd {
-            fd: self.irq.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as i32) };
-        n == 1 && self.irq.read().is_ok()
-    }
-}
-
 fn server(name: &str, features: Features) -> qemu::ServerHandle {
     qemu::spawn(&sock_path(name), ServerConfig::new(features)).unwrap()
 }
 
 /// HELLO, SET_MEM_TABLE and SET_RING, as QEMU does at machine start.
-fn connect(path: &Path, vcpus: u32, guest: &Guest) -> (ChannelClient, QemuRing) {
+fn connect(path: &Path, vcpus: u32, guest: &Guest) -> (ChannelClient, FrontRing) {
     let mut c = ChannelClient::connect(path).unwrap();
     let hello = c.hello(vcpus).unwrap();
     assert_eq!(hello.status, Status::OK);
@@ -174,10 +141,8 @@ fn connect(path: &Path, vcpus: u32, guest: &Guest) -> (ChannelClient, QemuRing) 
         c.set_mem_table(&guest.regions()).unwrap().status,
         Status::OK
     );
-    let ring = QemuRing::new(layout);
-    let st = c
-        .set_ring(hello.ring_size, &ring.file, &ring.doorbell, &ring.irq)
-        .unwrap();
+    let ring = FrontRing::create(layout).unwrap();
+    let st = c.attach_ring(&ring).unwrap();
     assert_eq!(st.status, Status::OK);
     (c, ring)
 }
@@ -338,7 +303,7 @@ fn rings_are_drained_on_a_timer_only_while_a_vcpu_samples() {
 }
 
 /// A vCPU thread's view of its sampling state after a reply.
-fn state(ring: &QemuRing, v: u32) -> ring::SamplingState {
+fn state(ring: &FrontRing, v: u32) -> ring::SamplingState {
     ring.producer.sampling_state(v).1
 }
 
@@ -533,9 +498,7 @@ fn a_restarted_backend_gets_the_registers_back_and_reports_the_loss() {
         c.set_mem_table(&guest.regions()).unwrap().status,
         Status::OK
     );
-    let st = c
-        .set_ring(hello.ring_size, &ring.file, &ring.doorbell, &ring.irq)
-        .unwrap();
+    let st = c.attach_ring(&ring).unwrap();
     assert_eq!(st.status, Status::OK);
     c.set_translation(0, &guest.xlat()).unwrap();
     let kept = [

@@ -23,8 +23,7 @@ use vhost::vhost_user::message::{
 };
 use vhost::vhost_user::{Frontend, VhostUserFrontend};
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
-use vhost_device_spe::qemu::client::ChannelClient;
-use vhost_device_spe::ring::Producer;
+use vhost_device_spe::qemu::client::{ChannelClient, FrontRing};
 use vhost_device_spe::spu::tables::{tcr_el1, TableBuilder, PAGE_RW};
 use vhost_device_spe::spu::translate::Granule;
 use vhost_device_spe::spu::Features;
@@ -941,9 +940,7 @@ fn records_are_kept_on_the_vhost_user_path_too() {
 /// HELLO, SET_RING, then samples in the ring (no doorbell here).
 struct Plugin {
     _client: ChannelClient,
-    producer: Producer,
-    _doorbell: EventFd,
-    _irq: EventFd,
+    ring: FrontRing,
 }
 
 impl Plugin {
@@ -951,22 +948,15 @@ impl Plugin {
         let mut client = ChannelClient::connect(path).unwrap();
         let hello = client.hello(vcpus).unwrap();
         assert_eq!(hello.status, Status::OK);
-        let layout = Layout {
+        let ring = FrontRing::create(Layout {
             vcpus,
             slots: hello.ring_slots,
-        };
-        let (mem, producer) = Producer::create(layout).unwrap();
-        let doorbell = EventFd::new(EFD_NONBLOCK).unwrap();
-        let irq = EventFd::new(EFD_NONBLOCK).unwrap();
-        let s = client
-            .set_ring(hello.ring_size, &mem, &doorbell, &irq)
-            .unwrap();
-        assert_eq!(s.status, Status::OK);
+        })
+        .unwrap();
+        assert_eq!(client.attach_ring(&ring).unwrap().status, Status::OK);
         Plugin {
             _client: client,
-            producer,
-            _doorbell: doorbell,
-            _irq: irq,
+            ring,
         }
     }
 }
@@ -992,14 +982,14 @@ fn the_plugins_samples_are_applied_before_a_control_request() {
     let resp = vm.ctrl(&d, &start_profiling(0, ttbr1, BUF_VA, limit));
     assert!(resp.iter().all(|r| r.status == CtrlStatus::Ok), "{resp:?}");
     d.wait_for(
-        || plugin.producer.sampling_state(0).1.enabled_els != 0,
+        || plugin.ring.producer.sampling_state(0).1.enabled_els != 0,
         "the sampling state to reach the plugin",
     );
 
     let mut gen = Generator::new(7);
     let ops: Vec<SampledOp> = (0..8).map(|_| gen.next_op()).collect();
-    assert_eq!(plugin.producer.push(0, &ops), ops.len());
-    plugin.producer.count(0, ops.len() as u64 * 257);
+    assert_eq!(plugin.ring.producer.push(0, &ops), ops.len());
+    plugin.ring.producer.count(0, ops.len() as u64 * 257);
     let resp = vm.ctrl(&d, &[read(0, SysReg::PmbptrEl1.encoding())]);
     assert!(
         resp[0].value > BUF_VA,
@@ -1112,7 +1102,7 @@ fn live_and_die(d: &Daemon, death: Death, plugin: Option<&std::path::Path>, vcpu
                     if let Some(mut p) = plugin {
                         let mut gen = Generator::new(u64::from(vcpu) + ms);
                         let ops: Vec<SampledOp> = (0..64).map(|_| gen.next_op()).collect();
-                        p.producer.push(vcpu, &ops);
+                        p.ring.producer.push(vcpu, &ops);
                         std::thread::sleep(Duration::from_millis(ms));
                         return;
                     }

@@ -8,9 +8,9 @@ use std::path::Path;
 
 use spe_protocol::channel::{feature, ring::Layout, ring::SamplingState, Status};
 use spe_protocol::op::SampledOp;
-use vhost_device_spe::qemu::client::ChannelClient;
+use vhost_device_spe::qemu::client::{ChannelClient, FrontRing};
 use vhost_device_spe::ring::Producer;
-use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+use vmm_sys_util::eventfd::EventFd;
 
 /// A connected feed: the channel, kept open (the backend sees the VM go
 /// when it closes), and the ring's interrupt eventfd it was given.
@@ -55,19 +55,24 @@ impl Feed {
                 hello.ring_slots, hello.ring_size
             )));
         }
-        let (mem, first) = Producer::create(layout)?;
-        let doorbell = EventFd::new(EFD_NONBLOCK)?;
-        let irq = EventFd::new(EFD_NONBLOCK)?;
-        let status = client.set_ring(hello.ring_size, &mem, &doorbell, &irq)?;
+        let ring = FrontRing::create(layout)?;
+        let status = client.attach_ring(&ring)?;
         if status.status != Status::OK {
             return Err(refused("SET_RING", status.status));
         }
-        let mut producers = vec![first];
-        for _ in 1..vcpus {
-            producers.push(Producer::map(&mem, layout).map_err(io::Error::other)?);
-        }
-        let vcpu_feeds = producers
-            .into_iter()
+        // A producer per vCPU thread: no lock, no producer state shared.
+        let others = (1..vcpus)
+            .map(|_| Producer::map(&ring.file, layout))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(io::Error::other)?;
+        let FrontRing {
+            producer,
+            doorbell,
+            irq,
+            ..
+        } = ring;
+        let vcpu_feeds = std::iter::once(producer)
+            .chain(others)
             .zip(0..)
             .map(|(producer, vcpu)| {
                 Ok(VcpuFeed {

@@ -9,11 +9,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use spe_protocol::channel::{
-    self, Header, Hello, HelloReply, MemRegion, MemTable, MsgType, Restore, RingSetup, Status,
-    SysregAccess, SysregReply, VERSION,
+    self, ring::Layout, Header, Hello, HelloReply, MemRegion, MemTable, MsgType, Restore,
+    RingSetup, Status, SysregAccess, SysregReply, VERSION,
 };
 use spe_protocol::regs::{PeContext, SysReg, TranslationRegs};
-use vmm_sys_util::eventfd::EventFd;
+use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+
+use crate::ring::Producer;
 use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
 /// How long a request polls for its reply before it sleeps in `read`: what
@@ -22,6 +24,45 @@ const REPLY_SPIN: Duration = Duration::from_micros(50);
 
 fn bad(e: impl std::fmt::Display) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e.to_string())
+}
+
+/// The ring a front end (QEMU, the plugin) creates and hands over with
+/// SET_RING: its memory, the producer side and the two eventfds.
+#[derive(Debug)]
+pub struct FrontRing {
+    pub file: File,
+    pub producer: Producer,
+    /// Rung by the producer: "drain the ring".
+    pub doorbell: EventFd,
+    /// Rung by the backend when a PMBIRQ level changes.
+    pub irq: EventFd,
+    pub layout: Layout,
+}
+
+impl FrontRing {
+    pub fn create(layout: Layout) -> io::Result<FrontRing> {
+        let (file, producer) = Producer::create(layout)?;
+        Ok(FrontRing {
+            file,
+            producer,
+            doorbell: EventFd::new(EFD_NONBLOCK)?,
+            irq: EventFd::new(EFD_NONBLOCK)?,
+            layout,
+        })
+    }
+
+    /// Waits until the IRQ eventfd fires; returns whether it did.
+    pub fn wait_irq(&self, timeout: Duration) -> bool {
+        let mut pfd = libc::pollfd {
+            fd: self.irq.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd for the duration of the call.
+        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        n == 1 && self.irq.read().is_ok()
+    }
 }
 
 /// One connection to the backend, speaking as QEMU.
@@ -140,6 +181,16 @@ impl ChannelClient {
             channel::ALL_VCPUS,
             &RingSetup { size }.to_bytes(),
             &[mem.as_raw_fd(), doorbell.as_raw_fd(), irq.as_raw_fd()],
+        )
+    }
+
+    /// SET_RING with `ring`'s memory and eventfds, at its layout's size.
+    pub fn attach_ring(&mut self, ring: &FrontRing) -> io::Result<Status> {
+        self.set_ring(
+            ring.layout.size() as u64,
+            &ring.file,
+            &ring.doorbell,
+            &ring.irq,
         )
     }
 

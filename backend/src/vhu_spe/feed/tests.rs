@@ -3,8 +3,7 @@
 //! plugin uses them.
 
 use super::*;
-use crate::qemu::client::ChannelClient;
-use crate::ring::Producer;
+use crate::qemu::client::{ChannelClient, FrontRing};
 use crate::spu::test_util::{linux_spu, load, mem, BUF_VA};
 use crate::spu::Features;
 
@@ -13,8 +12,8 @@ fn socket(name: &str) -> std::path::PathBuf {
 }
 
 /// Connects as the plugin does; returns the client (kept open), the
-/// producer and the HELLO status.
-fn plugin(path: &Path, vcpus: u32) -> (ChannelClient, Option<Producer>, u32) {
+/// ring and the HELLO or SET_RING status.
+fn plugin(path: &Path, vcpus: u32) -> (ChannelClient, Option<FrontRing>, u32) {
     let mut c = ChannelClient::connect(path).unwrap();
     let hello = c.hello(vcpus).unwrap();
     if hello.status != Status::OK {
@@ -26,11 +25,9 @@ fn plugin(path: &Path, vcpus: u32) -> (ChannelClient, Option<Producer>, u32) {
     };
     assert_eq!(hello.ring_size, layout.size() as u64);
     assert_ne!(hello.features & feature::SAMPLING_STATE, 0);
-    let (file, producer) = Producer::create(layout).unwrap();
-    let doorbell = EventFd::new(EFD_NONBLOCK).unwrap();
-    let irq = EventFd::new(EFD_NONBLOCK).unwrap();
-    let s = c.set_ring(hello.ring_size, &file, &doorbell, &irq).unwrap();
-    (c, Some(producer), s.status)
+    let ring = FrontRing::create(layout).unwrap();
+    let s = c.attach_ring(&ring).unwrap();
+    (c, Some(ring), s.status)
 }
 
 fn attached(feed: &Feed) -> bool {
@@ -47,9 +44,9 @@ fn attached(feed: &Feed) -> bool {
 fn samples_reach_the_spus_and_the_state_reaches_the_plugin() {
     let path = socket("ok");
     let feed = Feed::listen(&path, 2).unwrap();
-    let (_client, producer, status) = plugin(&path, 2);
+    let (_client, ring, status) = plugin(&path, 2);
     assert_eq!(status, Status::OK);
-    let mut producer = producer.unwrap();
+    let mut producer = ring.unwrap().producer;
     assert!(attached(&feed));
 
     let m = mem(8 << 20);
@@ -96,12 +93,12 @@ fn samples_reach_the_spus_and_the_state_reaches_the_plugin() {
 fn a_plugin_with_another_vcpu_count_is_refused_and_the_next_accepted() {
     let path = socket("vcpus");
     let feed = Feed::listen(&path, 2).unwrap();
-    let (_c, producer, status) = plugin(&path, 4);
+    let (_c, ring, status) = plugin(&path, 4);
     assert_eq!(status, Status::BAD_VCPU);
-    assert!(producer.is_none());
-    let (_c2, producer, status) = plugin(&path, 2);
+    assert!(ring.is_none());
+    let (_c2, ring, status) = plugin(&path, 2);
     assert_eq!(status, Status::OK);
-    assert!(producer.is_some());
+    assert!(ring.is_some());
     assert!(attached(&feed));
     let _ = std::fs::remove_file(&path);
 }
@@ -110,7 +107,7 @@ fn a_plugin_with_another_vcpu_count_is_refused_and_the_next_accepted() {
 fn the_ring_goes_when_the_plugin_hangs_up() {
     let path = socket("hangup");
     let feed = Feed::listen(&path, 1).unwrap();
-    let (client, _producer, status) = plugin(&path, 1);
+    let (client, _ring, status) = plugin(&path, 1);
     assert_eq!(status, Status::OK);
     assert!(attached(&feed));
     drop(client);
