@@ -193,10 +193,6 @@ impl Soak {
         }
     }
 
-    fn current(&mut self) -> Option<&mut Iteration> {
-        self.its.last_mut()
-    }
-
     /// Lines of the guest's loop, in order.
     fn line(&mut self, live: &mut Live, line: &str, later: &str) -> Result<()> {
         let mut w = line.split_whitespace();
@@ -207,7 +203,8 @@ impl Soak {
             "SOAK-START" => self.start(live, i, w.next()),
             "SOAK-RECORDING" => {
                 if self
-                    .current()
+                    .its
+                    .last()
                     .is_some_and(|it| matches!(it.action, Action::Stall(_) | Action::Restart))
                 {
                     self.due = Some(Instant::now() + self.schedule.delay());
@@ -293,7 +290,7 @@ impl Soak {
             Some(Action::Restart) => self.restart(live)?,
             _ => None,
         };
-        if let (Some(e), Some(it)) = (error, self.current()) {
+        if let (Some(e), Some(it)) = (error, self.its.last_mut()) {
             it.action_error = Some(e);
         }
         Ok(())
