@@ -89,6 +89,7 @@ const USAGE: &str = "usage: cargo xtask <command>
                      each (slow: by hand, not in CI)
   bench-overhead [--qemu stock] [--runs N] [--pin] [--vcpus 1]
                  [--instructions[=icount|host]] [--ab NAME=QEMU ...]
+                 [--rows N,...]
                      time the guest workload with SPE off, on, and sampling
                      (--qemu stock: the stock path's plugin against the
                      same QEMU without it);
@@ -103,7 +104,10 @@ const USAGE: &str = "usage: cargo xtask <command>
                      host only); --ab (twice or more): spe=off and the
                      default period only, with each QEMU build in turn,
                      and each build's overhead in points; --vcpus 1: a
-                     guest of one vCPU (perf shares it with the workload)";
+                     guest of one vCPU (perf shares it with the workload);
+                     --rows 4,2: only those rows of the table (counted
+                     from 1) besides the first, which the others are
+                     measured against";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -136,7 +140,14 @@ fn real_main(args: &[String]) -> Result<bool> {
         "test" => &["--no-lint", "--full"],
         "scenarios" => &["--full"],
         "run" => &["--no-backend", "--spe"],
-        "bench-overhead" => &["--runs", "--pin", "--instructions", "--ab", "--vcpus"],
+        "bench-overhead" => &[
+            "--runs",
+            "--pin",
+            "--instructions",
+            "--ab",
+            "--vcpus",
+            "--rows",
+        ],
         "soak" => &["--minutes", "--seed"],
         _ => &[],
     };
@@ -305,8 +316,17 @@ fn real_main(args: &[String]) -> Result<bool> {
                 }
                 None => Measure::Nothing,
             };
+            let rows = match rest.iter().position(|a| a == "--rows") {
+                None => None,
+                Some(i) => Some(
+                    bench::parse_rows(rest.get(i + 1).map_or("", String::as_str))
+                        .context("--rows: numbers of the table's rows, as 2,4")?,
+                ),
+            };
             if builds.is_empty() {
-                bench::run(&rig, runs, measure)
+                bench::run(&rig, runs, measure, rows.as_deref())
+            } else if rows.is_some() {
+                bail!("--rows: --ab measures its own two rows")
             } else {
                 bench::run_ab(&rig, runs, &builds, measure)
             }

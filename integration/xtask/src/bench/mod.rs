@@ -11,7 +11,7 @@ mod instructions;
 
 use crate::runner::{GuestRun, Measure, Rig};
 use crate::scenario::{CpuTimes, Instructions, SpeRun, Verdict, VCPUS};
-use anyhow::Result;
+use anyhow::{bail, Result};
 use spe_protocol::profile::CpuProfile;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -219,13 +219,45 @@ pub fn table(rows: &[(&str, Outcome)]) -> String {
     t
 }
 
-/// Runs every configuration `runs` times, interleaved so that a slow
-/// spell of the machine spreads over all of them, and prints the table.
-pub fn run(rig: &Rig, runs: usize, measure: Measure) -> Result<bool> {
+/// `--rows 4,2`: the table's rows (from 1) to measure besides the first.
+pub fn parse_rows(list: &str) -> Result<Vec<usize>> {
+    list.split(',')
+        .map(|n| match n.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => bail!("{n:?} is not a row number"),
+        })
+        .collect()
+}
+
+/// The first configuration (every ratio's base) and those of `rows`, in
+/// the table's order.
+fn pick(configs: Vec<Config>, rows: &[usize]) -> Result<Vec<Config>> {
+    if let Some(n) = rows.iter().find(|&&n| n > configs.len()) {
+        bail!(
+            "--rows: there is no row {n}: the table has {}",
+            configs.len()
+        );
+    }
+    Ok(configs
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| *i == 0 || rows.contains(&(i + 1)))
+        .map(|(_, c)| c)
+        .collect())
+}
+
+/// Runs every configuration (or `rows` of them) `runs` times, interleaved
+/// so that a slow spell of the machine spreads over all of them, and
+/// prints the table.
+pub fn run(rig: &Rig, runs: usize, measure: Measure, rows: Option<&[usize]>) -> Result<bool> {
     let configs = if rig.qemu_release.stock {
         stock_configs()
     } else {
         configs()
+    };
+    let configs = match rows {
+        Some(rows) => pick(configs, rows)?,
+        None => configs,
     };
     if rig.pin_vcpu0 {
         eprintln!("==> every run: QEMU's vCPU 0 thread alone on the first allowed host CPU");
@@ -512,6 +544,31 @@ pub fn cpu_table(rows: &[(&str, Outcome)], group: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_keep_the_base_and_the_tables_order() {
+        let names = |rows: &[usize]| -> Vec<&str> {
+            pick(stock_configs(), rows)
+                .unwrap()
+                .iter()
+                .map(|c| c.name)
+                .collect()
+        };
+        assert_eq!(
+            names(&[4, 2]),
+            [
+                "stock QEMU, no plugin",
+                "plugin and device, not profiling",
+                "perf arm_spe_0//, default period (1024)",
+            ]
+        );
+        assert_eq!(names(&[1]), ["stock QEMU, no plugin"]);
+        assert!(pick(stock_configs(), &[8]).is_err());
+        assert_eq!(parse_rows("4, 2").unwrap(), [4, 2]);
+        for bad in ["", "0", "2,", "x"] {
+            assert!(parse_rows(bad).is_err(), "{bad:?}");
+        }
+    }
 
     fn s(workload_ms: u64, wall_ms: u64) -> Sample {
         Sample {
