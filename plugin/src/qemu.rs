@@ -292,6 +292,16 @@ impl Vcpu for Regs {
     }
 }
 
+/// Whether QEMU has run `vcpu`'s init hook, and with it sized the
+/// scoreboard for it. Single-threaded TCG runs a vCPU's first TBs (made
+/// by another vCPU, with their callbacks) before that hook, and QEMU
+/// asserts on a scoreboard read for it.
+fn announced(vcpu: c_uint) -> bool {
+    // SAFETY: no arguments; callable from any vCPU callback.
+    let n = unsafe { qemu_plugin_num_vcpus() };
+    i64::from(vcpu) < i64::from(n)
+}
+
 fn get(vcpu: c_uint) -> u64 {
     // SAFETY: the plugin's entry, a vCPU index QEMU gave.
     unsafe { qemu_plugin_u64_get(plugin().entry.0, vcpu) }
@@ -425,13 +435,18 @@ unsafe extern "C" fn on_insn(vcpu: c_uint, udata: *mut c_void) {
     // SAFETY: `udata` is an `Insn` of a TB's boxed slice, kept until the
     // next flush, after which no TB refers to it.
     let insn = unsafe { &*(udata as *const Insn) };
-    select(plugin(), vcpu, get(vcpu), insn, Take::Now);
+    if announced(vcpu) {
+        select(plugin(), vcpu, get(vcpu), insn, Take::Now);
+    }
 }
 
 /// The TB's start when its counter is at most BIAS: a selection in this
 /// TB (taken here unless its instruction has its own callback), or one
 /// that was missed (the counter is reloaded).
 unsafe extern "C" fn on_tb(vcpu: c_uint, udata: *mut c_void) {
+    if !announced(vcpu) {
+        return;
+    }
     let p = plugin();
     // SAFETY: `udata` is a TB's boxed slice of instructions, kept until
     // the next flush.
@@ -484,6 +499,9 @@ unsafe extern "C" fn on_branch_done(vcpu: c_uint, udata: *mut c_void) {
     let p = plugin();
     // SAFETY: as in `on_tb`.
     let tb = unsafe { &(*(udata as *const Tb)).insns };
+    if !announced(vcpu) {
+        return;
+    }
     set_pending(vcpu, 0);
     let Some(slot) = p.vcpus.get(vcpu as usize) else {
         return;
@@ -603,6 +621,9 @@ unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb)
 /// from the registers now must be the one its record has: what
 /// `a64::writes` promised.
 unsafe extern "C" fn on_check(vcpu: c_uint, udata: *mut c_void) {
+    if !announced(vcpu) {
+        return;
+    }
     let Some(slot) = plugin().vcpus.get(vcpu as usize) else {
         return;
     };
