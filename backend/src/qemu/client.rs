@@ -14,9 +14,9 @@ use spe_protocol::channel::{
 };
 use spe_protocol::regs::{PeContext, SysReg, TranslationRegs};
 use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
+use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
 use crate::ring::Producer;
-use vmm_sys_util::sock_ctrl_msg::ScmSocket;
 
 /// How long a request polls for its reply before it sleeps in `read`: what
 /// QEMU's vCPU threads do (`SPE_REPLY_SPIN_NS`).
