@@ -15,6 +15,7 @@
 
 pub mod capture;
 pub mod count;
+pub mod threads;
 pub mod timestamp;
 // What calls into QEMU is left out of the unit tests: their executable
 // has no QEMU to resolve the plugin API against.

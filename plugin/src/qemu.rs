@@ -15,7 +15,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
@@ -28,6 +28,7 @@ use spe_protocol::regs::El;
 use crate::capture::{self, Context, Vcpu};
 use crate::count;
 use crate::feed::{Feed, VcpuFeed};
+use crate::threads::VcpuThreads;
 use crate::timestamp::Timestamps;
 
 #[no_mangle]
@@ -149,6 +150,10 @@ struct Plugin {
     tbs: Mutex<Vec<Box<Tb>>>,
     /// When the vCPUs first ran: QEMU's virtual clock starts about then.
     started: OnceLock<Instant>,
+    /// The thread each announced vCPU's init ran on.
+    threads: Mutex<VcpuThreads>,
+    /// Set when two vCPUs share a thread: nothing samples from then on.
+    refused: AtomicBool,
     /// Loads, stores and selects translated, and those of them that
     /// needed their own callback, for the summary at exit.
     translated: AtomicU64,
@@ -292,14 +297,15 @@ impl Vcpu for Regs {
     }
 }
 
-/// Whether QEMU has run `vcpu`'s init hook, and with it sized the
-/// scoreboard for it. Single-threaded TCG runs a vCPU's first TBs (made
-/// by another vCPU, with their callbacks) before that hook, and QEMU
-/// asserts on a scoreboard read for it.
-fn announced(vcpu: c_uint) -> bool {
+/// Whether a callback for `vcpu` may act: QEMU has run its init hook,
+/// and with it sized the scoreboard for it (single-threaded TCG runs a
+/// vCPU's first TBs, made by another vCPU with their callbacks, before
+/// that hook, and QEMU asserts on a scoreboard read for it), and the
+/// plugin has not refused to sample (`spe_plugin::threads`).
+fn sampling(vcpu: c_uint) -> bool {
     // SAFETY: no arguments; callable from any vCPU callback.
     let n = unsafe { qemu_plugin_num_vcpus() };
-    i64::from(vcpu) < i64::from(n)
+    i64::from(vcpu) < i64::from(n) && !plugin().refused.load(Ordering::Relaxed)
 }
 
 fn get(vcpu: c_uint) -> u64 {
@@ -435,7 +441,7 @@ unsafe extern "C" fn on_insn(vcpu: c_uint, udata: *mut c_void) {
     // SAFETY: `udata` is an `Insn` of a TB's boxed slice, kept until the
     // next flush, after which no TB refers to it.
     let insn = unsafe { &*(udata as *const Insn) };
-    if announced(vcpu) {
+    if sampling(vcpu) {
         select(plugin(), vcpu, get(vcpu), insn, Take::Now);
     }
 }
@@ -444,7 +450,7 @@ unsafe extern "C" fn on_insn(vcpu: c_uint, udata: *mut c_void) {
 /// TB (taken here unless its instruction has its own callback), or one
 /// that was missed (the counter is reloaded).
 unsafe extern "C" fn on_tb(vcpu: c_uint, udata: *mut c_void) {
-    if !announced(vcpu) {
+    if !sampling(vcpu) {
         return;
     }
     let p = plugin();
@@ -499,7 +505,7 @@ unsafe extern "C" fn on_branch_done(vcpu: c_uint, udata: *mut c_void) {
     let p = plugin();
     // SAFETY: as in `on_tb`.
     let tb = unsafe { &(*(udata as *const Tb)).insns };
-    if !announced(vcpu) {
+    if !sampling(vcpu) {
         return;
     }
     set_pending(vcpu, 0);
@@ -526,6 +532,9 @@ unsafe extern "C" fn on_branch_done(vcpu: c_uint, udata: *mut c_void) {
 
 unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
     let p = plugin();
+    if p.refused.load(Ordering::Relaxed) {
+        return; // no inline operation either: see `crate::threads`
+    }
     let (entry, pending) = (p.entry.0, p.pending.0);
     // SAFETY: `tb` is the TB QEMU is translating; its instructions are
     // valid during this callback.
@@ -621,7 +630,7 @@ unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb)
 /// from the registers now must be the one its record has: what
 /// `a64::writes` promised.
 unsafe extern "C" fn on_check(vcpu: c_uint, udata: *mut c_void) {
-    if !announced(vcpu) {
+    if !sampling(vcpu) {
         return;
     }
     let Some(slot) = plugin().vcpus.get(vcpu as usize) else {
@@ -669,6 +678,19 @@ unsafe extern "C" fn on_vcpu_init(_id: qemu_plugin_id_t, vcpu: c_uint) {
         ));
         return;
     };
+    // QEMU's virtual clock started when the vCPUs did; single-threaded
+    // TCG has no resume callback to mark that.
+    p.started.get_or_init(Instant::now);
+    if crate::lock(&p.threads).init_on(std::thread::current().id())
+        && !p.refused.swap(true, Ordering::Relaxed)
+    {
+        let msg = "several vCPUs run on one thread (-accel tcg,thread=single): QEMU 10.2's \
+                   plugin code then counts every vCPU's operations as the translating \
+                   vCPU's and can corrupt translated code; not sampling. Run QEMU's default \
+                   multi-threaded TCG, or -smp 1";
+        eprintln!("spe-plugin: {msg}");
+        out(msg);
+    }
     // The scoreboard starts at 0, below every immediate: the first TB's
     // resync would never fire (the entry wraps to the top). BIAS is a
     // counter that ran out, which the first TB reloads.
@@ -816,6 +838,8 @@ unsafe fn install(
         _feed: feed,
         tbs: Mutex::new(Vec::new()),
         started: OnceLock::new(),
+        threads: Mutex::new(VcpuThreads::default()),
+        refused: AtomicBool::new(false),
         translated: AtomicU64::new(0),
         own: AtomicU64::new(0),
         validate,

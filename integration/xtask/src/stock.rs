@@ -11,11 +11,16 @@ use spe_protocol::profile::CpuProfile;
 /// The scenarios of [`scenarios`]: the only ones the unpatched QEMU runs.
 pub const SCENARIOS: &[&str] = &[
     "stock-profile",
+    "stock-profile-single",
+    "stock-single-smp2",
     "stock-no-plugin",
     "stock-validate",
     "stock-launcher",
     "stock-perf-test",
 ];
+
+/// QEMU's single-threaded TCG: every vCPU on one thread.
+const SINGLE_THREAD: &[&str] = &["-accel", "tcg,thread=single"];
 
 /// Of [`SCENARIOS`], those run by hand on every kernel: perf's own test
 /// takes minutes of guest time.
@@ -48,6 +53,34 @@ pub fn scenarios() -> Vec<Scenario> {
             "stock-profile",
             Expect::pass(check_profile),
             SpeRun::stock(CpuProfile::NeoverseN1),
+        ),
+        // The same on one TCG thread (as under callgrind), with one
+        // vCPU: QEMU gives such a vCPU no resume callback, so the
+        // plugin's clock starts at its init.
+        run(
+            "stock-profile-single",
+            "stock-profile",
+            Expect::pass(check_profile),
+            SpeRun {
+                qemu_args: SINGLE_THREAD,
+                ..SpeRun::stock(CpuProfile::NeoverseN1)
+            },
+        )
+        .vcpus(1),
+        // One thread for two vCPUs, which QEMU 10.2.2 instruments wrongly
+        // (plugin/src/threads.rs): the plugin must refuse to sample and
+        // the guest run on, not QEMU abort.
+        run(
+            "stock-single-smp2",
+            "stock-profile",
+            Expect::RunnerFailure {
+                reason: "no records",
+                console: "spe_records=0",
+            },
+            SpeRun {
+                qemu_args: SINGLE_THREAD,
+                ..SpeRun::stock(CpuProfile::NeoverseN1)
+            },
         ),
         // The negative control: the same guest without `-plugin`. The
         // device is there and the driver probes, but nothing samples.
