@@ -460,6 +460,11 @@ unsafe extern "C" fn on_tb(vcpu: c_uint, udata: *mut c_void) {
     let n = tb.len();
     let mut entry = get(vcpu);
     if entry < count::resync_below(n) {
+        // A vCPU's first TB comes here (its init set the counter so):
+        // QEMU's virtual clock started about then. Single-threaded TCG
+        // calls no resume callback, and the init hook runs before the
+        // machine starts.
+        p.started.get_or_init(Instant::now);
         let period = match p.vcpus.get(vcpu as usize) {
             Some(slot) => {
                 let mut guard = crate::lock(slot);
@@ -678,9 +683,6 @@ unsafe extern "C" fn on_vcpu_init(_id: qemu_plugin_id_t, vcpu: c_uint) {
         ));
         return;
     };
-    // QEMU's virtual clock started when the vCPUs did; single-threaded
-    // TCG has no resume callback to mark that.
-    p.started.get_or_init(Instant::now);
     if crate::lock(&p.threads).init_on(std::thread::current().id())
         && !p.refused.swap(true, Ordering::Relaxed)
     {

@@ -104,7 +104,8 @@ const USAGE: &str = "usage: cargo xtask <command>
                      host only); --ab (twice or more): spe=off and the
                      default period only, with each QEMU build in turn,
                      and each build's overhead in points; --vcpus 1: a
-                     guest of one vCPU (perf shares it with the workload);
+                     guest of one vCPU (perf shares it with the workload;
+                     needed with --qemu stock --instructions);
                      --rows 4,2: only those rows of the table (counted
                      from 1) besides the first, which the others are
                      measured against";
@@ -302,6 +303,14 @@ fn real_main(args: &[String]) -> Result<bool> {
             let vcpus = number_after(rest, "--vcpus", |n| (1..=VCPUS).contains(n))
                 .with_context(|| format!("--vcpus needs a number from 1 to {VCPUS}"))?
                 .unwrap_or(VCPUS);
+            // Callgrind's QEMU runs one TCG thread (icount implies it).
+            if instructions && vcpus > 1 && qemu.is_some_and(|q| q.stock) {
+                bail!(
+                    "--qemu stock --instructions needs --vcpus 1: on one TCG thread QEMU \
+                     10.2.2 instruments several vCPUs wrongly and the plugin does not \
+                     sample (plugin/src/threads.rs)"
+                );
+            }
             let paths = Paths::discover()?;
             // The overhead is measured on the kernel BENCHMARKS.md names.
             // `--qemu stock`: the stock-QEMU path's rows on the unpatched build.

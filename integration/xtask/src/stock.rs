@@ -55,8 +55,8 @@ pub fn scenarios() -> Vec<Scenario> {
             SpeRun::stock(CpuProfile::NeoverseN1),
         ),
         // The same on one TCG thread (as under callgrind), with one
-        // vCPU: QEMU gives such a vCPU no resume callback, so the
-        // plugin's clock starts at its init.
+        // vCPU: QEMU calls no resume callback there, so the plugin's
+        // clock starts at the first block a vCPU runs.
         run(
             "stock-profile-single",
             "stock-profile",
