@@ -12,6 +12,10 @@
 /// Samples between readings of the clock (the series' `SPE_TS_READ`).
 pub const READ_EVERY: u32 = 16;
 
+/// The largest rate, as a multiple of the current one, that a reading
+/// may pull the rate toward.
+const MAX_RISE: u64 = 4;
+
 /// One vCPU's timestamps.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Timestamps {
@@ -57,6 +61,11 @@ impl Timestamps {
                 self.mult = if self.mult == 0 || rate < self.mult {
                     rate
                 } else {
+                    // An eighth of the way up, and at most from a
+                    // fourfold rate: an idle stretch nobody marked stale
+                    // (single-threaded TCG reports no idling) moves the
+                    // guess little.
+                    let rate = rate.min(self.mult.saturating_mul(MAX_RISE));
                     self.mult + (rate - self.mult) / 8
                 };
             }
@@ -137,6 +146,18 @@ mod tests {
         assert_eq!(ts, 1_000_000_000);
         // The rate stays 2 counts per operation, not the idle's.
         assert_eq!(t.next(34_000, || unreachable!()), 1_000_002_000);
+    }
+
+    #[test]
+    fn an_unmarked_idle_stretch_raises_the_rate_by_at_most_three_eighths() {
+        let mut t = Timestamps::new();
+        run(&mut t, 32, 1000, 2, 0);
+        assert_eq!(t.mult, 2 << 32);
+        // 16 samples' operations, then an idle of a second nobody marked.
+        let (at, count) = (t.ops_at + 16_000, t.count_at + 16_000 * 2 + 1_000_000_000);
+        t.left = 0;
+        t.next(at, || count);
+        assert_eq!(t.mult, (2 << 32) + (3 * (2 << 32)) / 8);
     }
 
     #[test]
