@@ -47,6 +47,14 @@ pub fn selection(name: &str, k: &KernelSpec) -> Option<Set> {
 
 pub fn scenarios() -> Vec<Scenario> {
     let run = |name, guest, expect, spe| Scenario::new(name, guest, 300, expect).spe(spe);
+    // The device and `arm_spe_0` are there, and nothing samples.
+    let no_records = |name, spe| {
+        let expect = Expect::RunnerFailure {
+            reason: "no records",
+            console: "spe_records=0",
+        };
+        run(name, "stock-profile", expect, spe)
+    };
     vec![
         run(
             "stock-profile",
@@ -70,13 +78,8 @@ pub fn scenarios() -> Vec<Scenario> {
         // One thread for two vCPUs, which QEMU 10.2.2 instruments wrongly
         // (plugin/src/threads.rs): the plugin must refuse to sample and
         // the guest run on, not QEMU abort.
-        run(
+        no_records(
             "stock-single-smp2",
-            "stock-profile",
-            Expect::RunnerFailure {
-                reason: "no records",
-                console: "spe_records=0",
-            },
             SpeRun {
                 qemu_args: SINGLE_THREAD,
                 ..SpeRun::stock(CpuProfile::NeoverseN1)
@@ -84,13 +87,8 @@ pub fn scenarios() -> Vec<Scenario> {
         ),
         // The negative control: the same guest without `-plugin`. The
         // device is there and the driver probes, but nothing samples.
-        run(
+        no_records(
             "stock-no-plugin",
-            "stock-profile",
-            Expect::RunnerFailure {
-                reason: "no records",
-                console: "spe_records=0",
-            },
             SpeRun {
                 plugin: false,
                 ..SpeRun::stock(CpuProfile::NeoverseN1)
