@@ -30,6 +30,13 @@
 /// not at the scoreboard's 0, which would wrap below every immediate.
 pub const BIAS: u64 = 1 << 62;
 
+/// The entry while a sampled branch at a TB's end waits for the next
+/// TB's address: below every immediate a TB can test, so the next TB's
+/// callback fires and finds the branch; it then puts back the entry the
+/// selection left. Far from [`resync_below`]'s values, though either
+/// reads the same there.
+pub const WAITING: u64 = BIAS - (1 << 32);
+
 /// Operations between two looks at the sampling state while nothing
 /// samples on this vCPU: the cost of noticing that profiling started.
 pub const RECHECK: u64 = 1 << 16;
@@ -115,6 +122,17 @@ mod tests {
             done += n as u64;
         }
         selected
+    }
+
+    #[test]
+    fn a_waiting_branch_fires_the_next_tbs_callback_and_no_instructions() {
+        for n in 1..=512 {
+            let e = WAITING.wrapping_add(tb_add(n));
+            assert!(e <= BIAS, "n={n}: the TB's callback (entry <= BIAS) fires");
+            assert!(e < resync_below(n), "n={n}");
+            assert_eq!(selected_index(e, n), None, "n={n}");
+            assert!((0..n).all(|i| e != select_imm(i, n)), "n={n}");
+        }
     }
 
     #[test]

@@ -2,16 +2,17 @@
 //! (`qemu-plugin-sys`, API version 5: QEMU 10.1 and 10.2).
 //!
 //! Per TB, one inline add takes its instructions off the vCPU's counter,
-//! one conditional callback fires when the selection is in the TB (or was
-//! missed), and one when the previous TB ended in a sampled branch, whose
-//! outcome this TB's address gives. A load or store whose address
-//! registers, or a conditional select whose flags, an earlier instruction
-//! of its TB may have written carries its own conditional callback, which
-//! fires only when the instruction is the selected one, with register
-//! reads allowed, and builds its record (`capture.rs`) before it runs;
-//! the TB's callback takes every other selection from the registers at
-//! the TB's start, which are then the same (`count.rs` has the
-//! arithmetic). Every other instruction runs no plugin code at all.
+//! and one conditional callback fires when the selection is in the TB,
+//! was missed, or the previous TB ended in a sampled branch, whose
+//! outcome this TB's address gives (`count::WAITING`). A load or store
+//! whose address registers, or a conditional select whose flags, an
+//! earlier instruction of its TB may have written carries its own
+//! conditional callback, which fires only when the instruction is the
+//! selected one, with register reads allowed, and builds its record
+//! (`capture.rs`) before it runs; the TB's callback takes every other
+//! selection from the registers at the TB's start, which are then the
+//! same (`count.rs` has the arithmetic). Every other instruction runs no
+//! plugin code at all.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::PathBuf;
@@ -104,8 +105,9 @@ struct VcpuState {
     /// CNTFRQ_EL0, read at the vCPU's first sample.
     freq: Option<u64>,
     /// A sampled branch waiting for the next TB's address, with its
-    /// encoding and the operations its period spanned.
-    branch: Option<(SampledOp, u32, u64)>,
+    /// encoding, the operations its period spanned and the counter's
+    /// entry its selection left (the entry is `count::WAITING` until then).
+    branch: Option<(SampledOp, u32, u64, u64)>,
     /// The operations counted so far, as the selections tell (each adds
     /// the period loaded before it), for the timestamps between clock
     /// readings.
@@ -129,7 +131,7 @@ struct VcpuState {
 // mutex.
 unsafe impl Send for VcpuState {}
 
-/// A scoreboard entry: the counter, or the flag of a waiting branch.
+/// A scoreboard entry: the interval counter.
 struct Entry(qemu_plugin_u64);
 // SAFETY: QEMU's scoreboard is per vCPU and its accessors take the index.
 unsafe impl Send for Entry {}
@@ -137,8 +139,6 @@ unsafe impl Sync for Entry {}
 
 struct Plugin {
     entry: Entry,
-    /// 1 while a sampled branch waits for the next TB (`VcpuState::branch`).
-    pending: Entry,
     /// Each vCPU's, locked by its own thread only (and at exit): nothing
     /// a selection touches is shared between vCPUs.
     vcpus: Box<[Mutex<VcpuState>]>,
@@ -318,11 +318,6 @@ fn set(vcpu: c_uint, v: u64) {
     unsafe { qemu_plugin_u64_set(plugin().entry.0, vcpu, v) }
 }
 
-fn set_pending(vcpu: c_uint, v: u64) {
-    // SAFETY: as for `get`.
-    unsafe { qemu_plugin_u64_set(plugin().pending.0, vcpu, v) }
-}
-
 impl VcpuState {
     /// xorshift32: the latencies' and RND's random values.
     fn random(&mut self) -> u32 {
@@ -420,8 +415,9 @@ fn select(p: &Plugin, vcpu: c_uint, entry: u64, insn: &Insn, take: Take) -> u64 
     match take {
         Take::Now => push(vs, &op, period),
         Take::AtNextTb => {
-            vs.branch = Some((op, insn.encoding, period));
-            set_pending(vcpu, 1);
+            vs.branch = Some((op, insn.encoding, period, next));
+            set(vcpu, count::WAITING);
+            return count::WAITING;
         }
         Take::Lost => {}
     }
@@ -465,27 +461,13 @@ unsafe extern "C" fn on_tb(vcpu: c_uint, udata: *mut c_void) {
         // calls no resume callback, and the init hook runs before the
         // machine starts.
         p.started.get_or_init(Instant::now);
-        let period = match p.vcpus.get(vcpu as usize) {
-            Some(slot) => {
-                let mut guard = crate::lock(slot);
-                let vs = &mut *guard;
-                vs.counts.resyncs += 1;
-                // The TB before stopped early: an exception, whose time
-                // the counter did not see.
-                vs.timestamps.stale();
-                vs.ops = vs.ops.wrapping_add(vs.loaded);
-                let state = vs.feed.state();
-                vs.loaded = if state.enabled_els != 0 {
-                    count::period(&state, || vs.random())
-                } else {
-                    count::RECHECK
-                };
-                vs.loaded
-            }
-            None => count::RECHECK,
-        };
-        set(vcpu, count::resynced(period, n));
-        return;
+        if let Some(left) = complete_branch(p, vcpu, tb[0].pc) {
+            entry = left.wrapping_add(count::tb_add(n));
+            set(vcpu, entry);
+        } else {
+            resync(p, vcpu, n);
+            return;
+        }
     }
     // Several selections in one TB only with a period shorter than it.
     while let Some(k) = count::selected_index(entry, n) {
@@ -502,37 +484,54 @@ unsafe extern "C" fn on_tb(vcpu: c_uint, udata: *mut c_void) {
     }
 }
 
-/// The TB after a sampled branch: where the branch went. An exception
-/// taken before it (a fault in the branch's TB, or an interrupt at its
-/// end) shows as a direct branch going neither way, or as a change of EL
-/// but by ERET: the record is dropped rather than given the vector.
-unsafe extern "C" fn on_branch_done(vcpu: c_uint, udata: *mut c_void) {
-    let p = plugin();
-    // SAFETY: as in `on_tb`.
-    let tb = unsafe { &(*(udata as *const Tb)).insns };
-    if !sampling(vcpu) {
-        return;
-    }
-    set_pending(vcpu, 0);
-    let Some(slot) = p.vcpus.get(vcpu as usize) else {
-        return;
+/// A selection was missed (the TB before stopped early): reloads the
+/// counter from the start of this TB of `n` instructions.
+fn resync(p: &Plugin, vcpu: c_uint, n: usize) {
+    let period = match p.vcpus.get(vcpu as usize) {
+        Some(slot) => {
+            let mut guard = crate::lock(slot);
+            let vs = &mut *guard;
+            vs.counts.resyncs += 1;
+            // The TB before stopped early: an exception, whose time
+            // the counter did not see.
+            vs.timestamps.stale();
+            vs.ops = vs.ops.wrapping_add(vs.loaded);
+            let state = vs.feed.state();
+            vs.loaded = if state.enabled_els != 0 {
+                count::period(&state, || vs.random())
+            } else {
+                count::RECHECK
+            };
+            vs.loaded
+        }
+        None => count::RECHECK,
     };
+    set(vcpu, count::resynced(period, n));
+}
+
+/// The TB after a sampled branch starts at `pc`: where the branch went.
+/// Returns the counter's entry the branch's selection left, or `None`
+/// if no branch waited. An exception taken before this TB (a fault in
+/// the branch's TB, or an interrupt at its end) shows as a direct branch
+/// going neither way, or as a change of EL but by ERET: the record is
+/// dropped rather than given the vector.
+fn complete_branch(p: &Plugin, vcpu: c_uint, pc: u64) -> Option<u64> {
+    let slot = p.vcpus.get(vcpu as usize)?;
     let mut guard = crate::lock(slot);
     let vs = &mut *guard;
-    let Some((mut op, encoding, period)) = vs.branch.take() else {
-        return;
-    };
+    let (mut op, encoding, period, left) = vs.branch.take()?;
     let el = vs
         .regs
         .as_mut()
         .map(|r| El::from_u8((r.read(r.cpsr) >> 2) as u8 & 3));
     let is_eret = a64::branch(encoding).is_some_and(|b| b.target == a64::Target::Unknown);
     let same_el = el.flatten() == Some(op.el);
-    if (same_el || is_eret) && capture::complete_branch(&mut op, encoding, tb[0].pc) {
+    if (same_el || is_eret) && capture::complete_branch(&mut op, encoding, pc) {
         push(vs, &op, period);
     } else {
         vs.counts.branch_lost += 1;
     }
+    Some(left)
 }
 
 unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
@@ -540,7 +539,7 @@ unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb)
     if p.refused.load(Ordering::Relaxed) {
         return; // no inline operation either: see `crate::threads`
     }
-    let (entry, pending) = (p.entry.0, p.pending.0);
+    let entry = p.entry.0;
     // SAFETY: `tb` is the TB QEMU is translating; its instructions are
     // valid during this callback.
     unsafe {
@@ -572,15 +571,6 @@ unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb)
         // list grows.
         let tb_data = Box::new(Tb { insns });
         let udata = &*tb_data as *const Tb as *mut c_void;
-        qemu_plugin_register_vcpu_tb_exec_cond_cb(
-            tb,
-            Some(on_branch_done),
-            qemu_plugin_cb_flags::QEMU_PLUGIN_CB_R_REGS,
-            qemu_plugin_cond::QEMU_PLUGIN_COND_EQ,
-            pending,
-            1,
-            udata,
-        );
         qemu_plugin_register_vcpu_tb_exec_inline_per_vcpu(
             tb,
             qemu_plugin_op::QEMU_PLUGIN_INLINE_ADD_U64,
@@ -813,11 +803,10 @@ unsafe fn install(
     let vcpus = unsafe { info.__bindgen_anon_1.system.max_vcpus }.max(1) as u32;
     let (feed, vcpu_feeds) = Feed::connect(&socket, vcpus)
         .map_err(|e| format!("cannot feed the backend at {}: {e}", socket.display()))?;
-    // SAFETY: a new scoreboard of two u64 per vCPU, for the plugin's life.
-    let score = unsafe { qemu_plugin_scoreboard_new(16) };
+    // SAFETY: a new scoreboard of a u64 per vCPU, for the plugin's life.
+    let score = unsafe { qemu_plugin_scoreboard_new(8) };
     let plugin = Plugin {
         entry: Entry(qemu_plugin_u64 { score, offset: 0 }),
-        pending: Entry(qemu_plugin_u64 { score, offset: 8 }),
         vcpus: vcpu_feeds
             .into_iter()
             .zip(0u32..)

@@ -6,7 +6,8 @@
 //! The other vCPUs, which run the same block, then count into its entry;
 //! and for a vCPU other than 0 the multiply QEMU emits into that
 //! constant changes the block's other uses of it (QEMU then aborts in
-//! `arm_mmu_idx_el` with an exception level of 16). With one vCPU the
+//! `arm_mmu_idx_el` with an exception level of the scoreboard's entry
+//! size). With one vCPU the
 //! constant is right.
 
 use std::thread::ThreadId;
