@@ -341,10 +341,19 @@ fn a_failed_listener_ends_the_process_with_its_sockets_removed() {
             eprintln!("limit {limit}: cannot start");
             continue; // too few descriptors to start at all: a plain error
         }
-        if let Ok(fe) = Frontend::connect(&d.sock, NUM_QUEUES as u64) {
-            let _ = fe.set_owner();
-            let _ = fe.get_features();
-        }
+        // The socket exists from its bind, before the listen: a refused
+        // connection is tried again, not taken for a daemon that serves.
+        let start = Instant::now();
+        let served = loop {
+            if let Ok(fe) = Frontend::connect(&d.sock, NUM_QUEUES as u64) {
+                let _ = fe.set_owner();
+                break fe.get_features().is_ok();
+            }
+            if start.elapsed() > TIMEOUT || d.child.try_wait().unwrap().is_some() {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         let start = Instant::now();
         let status = loop {
             if let Some(s) = d.child.try_wait().unwrap() {
@@ -357,6 +366,7 @@ fn a_failed_listener_ends_the_process_with_its_sockets_removed() {
             std::thread::sleep(Duration::from_millis(20));
         };
         let Some(status) = status else {
+            assert!(served, "limit {limit}: alive, but no front end was served");
             eprintln!("limit {limit}: serves");
             break; // enough descriptors to serve: so will any more
         };
