@@ -514,11 +514,19 @@ pub fn plan(
             id = spe_protocol::virtio::VIRTIO_ID_SPE_STOCK
         ));
     } else if !profile.has_e0pd() && !append_unmaps_kernel(&out) {
+        // Without -kernel the boot loader of the guest's disk holds the
+        // kernel's command line.
+        let to = if out.iter().any(|a| option_name(a) == Some("kernel")) {
+            "to -append"
+        } else {
+            "to the kernel command line of the guest's boot loader (Debian: \
+             GRUB_CMDLINE_LINUX in /etc/default/grub, then update-grub)"
+        };
         notes.push(format!(
             "a {profile} has no FEAT_E0PD: with KASLR on, Linux unmaps the \
              kernel at EL0 (KPTI) and its SPE driver refuses (\"profiling buffer \
              inaccessible. Try passing kpti=off\"), as on a real {profile}; add \
-             kpti=off (or nokaslr) to -append"
+             kpti=off (or nokaslr) {to}"
         ));
     }
     Ok(Plan {
@@ -622,6 +630,36 @@ mod tests {
             args("--qemu-socket /run/x/spe.sock --vcpus 2 --cpu max")
         );
         assert!(p.notes.is_empty(), "{:?}", p.notes);
+    }
+
+    /// A distribution's image booted as libvirt boots it: the firmware's
+    /// pflash pair, the disk on virtio-blk, -boot, no -kernel. All of it
+    /// reaches QEMU unchanged, and the KPTI note names the boot loader.
+    #[test]
+    fn a_distributions_uefi_command_line() {
+        let user = "-M virt -cpu neoverse-n1 -m 2G -smp 2 -nographic \
+             -drive if=pflash,format=raw,unit=0,readonly=on,file=AAVMF_CODE.fd \
+             -drive if=pflash,format=raw,unit=1,file=vars.fd \
+             -drive if=none,id=hd0,format=qcow2,file=debian-13-genericcloud-arm64.qcow2 \
+             -device virtio-blk-pci,drive=hd0 -boot order=c";
+        let p = plan_of(user).unwrap();
+        let kept: Vec<String> = args(user)
+            .into_iter()
+            .filter(|a| !a.starts_with("virt") && !a.starts_with("neoverse"))
+            .collect();
+        for a in &kept {
+            assert!(p.qemu_args.contains(a), "{a} lost: {:?}", p.qemu_args);
+        }
+        assert!(!p.qemu_args.contains(&"-kernel".to_string()));
+        assert_eq!(p.notes.len(), 1, "{:?}", p.notes);
+        assert!(p.notes[0].contains("GRUB_CMDLINE_LINUX"), "{:?}", p.notes);
+        // With -bios and -kernel the note names -append.
+        let p = plan_of("-M virt -cpu neoverse-n1 -bios QEMU_EFI.fd -kernel I").unwrap();
+        assert!(p
+            .qemu_args
+            .windows(2)
+            .any(|w| w == ["-bios", "QEMU_EFI.fd"]));
+        assert!(p.notes[0].ends_with("to -append"), "{:?}", p.notes);
     }
 
     /// One core for both: the backend's profile is the -cpu's, or

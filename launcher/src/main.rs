@@ -64,8 +64,22 @@ Options (taken out before QEMU sees the command line):
                              PATH)
   --spe-help                 this text
 
-The QEMU built by this project has no firmware blobs: boot with -kernel,
-and add -nic none unless Debian's ipxe-qemu ROMs are on QEMU's -L path.
+Booting: the QEMU built by this project has no firmware blobs of its own.
+Boot with -kernel (and the device tree QEMU makes), or through UEFI
+firmware, as distribution images boot, with Debian's qemu-efi-aarch64:
+  -bios /usr/share/qemu-efi-aarch64/QEMU_EFI.fd -kernel ... (ACPI), or
+  a distribution's cloud image, its command line unchanged:
+    cp /usr/share/AAVMF/AAVMF_VARS.fd vars.fd
+    spe-qemu -M virt -cpu neoverse-n1 -smp 2 -m 2G -nographic -nic none \\
+      -drive if=pflash,format=raw,unit=0,readonly=on,file=/usr/share/AAVMF/AAVMF_CODE.fd \\
+      -drive if=pflash,format=raw,unit=1,file=vars.fd \\
+      -drive if=none,id=hd0,file=debian-13-genericcloud-arm64.qcow2 \\
+      -device virtio-blk-pci,drive=hd0
+Under ACPI the guest finds SPE in the MADT (ACPI 6.3's SPE overflow
+interrupt, 21, on every GICC). Its kernel needs CONFIG_ARM_SPE_PMU and,
+on a core without FEAT_E0PD (neoverse-n1, -v1), kpti=off on its command
+line (in the image's GRUB configuration). Add -nic none unless Debian's
+ipxe-qemu ROMs are on QEMU's -L path.
 ";
 
 /// How long the backend may take to create its socket.

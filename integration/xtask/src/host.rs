@@ -40,6 +40,16 @@ pub const HOST_PACKAGES: &[&str] = &[
     "binutils-aarch64-linux-gnu",
     // taskset, for pinning QEMU's vCPU threads (`bench-overhead --pin`).
     "util-linux",
+    // UEFI boots (uefi.rs): Debian's edk2, the disk's tools, GRUB's
+    // grub-mkstandalone (its arm64 modules are unpacked, not installed),
+    // and ACPICA's disassembler for the guest's MADT.
+    "qemu-efi-aarch64",
+    "dosfstools",
+    "mtools",
+    "e2fsprogs",
+    "gdisk",
+    "grub-common",
+    "acpica-tools",
     // LAVA's job and device schemas, for the unit test of the LAVA job
     // (integration/lava/); small: `cargo xtask lava` installs the rest.
     "lava-common",
@@ -71,6 +81,40 @@ pub struct Tool {
 /// after installing the packages; a unit test checks each package is
 /// installed by the set-up and each package serves a tool.
 pub const TOOLS: &[Tool] = &[
+    Tool {
+        what: "edk2 for -bios and the pflash pair (UEFI boots)",
+        probe: Probe::Runs(&[
+            "test",
+            "-f",
+            crate::uefi::QEMU_EFI,
+            "-a",
+            "-f",
+            crate::uefi::AAVMF_CODE,
+            "-a",
+            "-f",
+            crate::uefi::AAVMF_VARS,
+        ]),
+        packages: &["qemu-efi-aarch64"],
+    },
+    Tool {
+        what: "mkfs.vfat, mtools, mkfs.ext4 and sgdisk (the GPT disk)",
+        probe: Probe::Runs(&[
+            "sh",
+            "-c",
+            "mkfs.vfat --help >/dev/null && mcopy --version && mkfs.ext4 -V && sgdisk --version",
+        ]),
+        packages: &["dosfstools", "mtools", "e2fsprogs", "gdisk"],
+    },
+    Tool {
+        what: "grub-mkstandalone (GRUB's EFI image for the disk)",
+        probe: Probe::Runs(&["grub-mkstandalone", "--version"]),
+        packages: &["grub-common"],
+    },
+    Tool {
+        what: "iasl (the guest's MADT disassembled)",
+        probe: Probe::Runs(&["iasl", "-v"]),
+        packages: &["acpica-tools"],
+    },
     Tool {
         what: "make and the host C compiler (QEMU, guest modules)",
         probe: Probe::Runs(&["sh", "-c", "make --version && cc --version"]),

@@ -23,6 +23,7 @@ mod setup;
 mod snapshot;
 mod soak;
 mod stock;
+mod uefi;
 mod util;
 mod vng;
 mod workloads;
@@ -571,6 +572,7 @@ fn prepare(
                 pin_vcpu0: false,
                 vcpus: VCPUS,
                 has_extra_modules: *has_extra_modules,
+                grub_efi: env.grub_efi.clone(),
             });
         }
     }

@@ -1,7 +1,8 @@
 //! The command lines of a run: QEMU's, `spe-qemu`'s and the backend's.
 
 use super::{callgrind, GuestRun, Rig};
-use crate::scenario::{CONFIG_SIZE, NUM_VQS, VIRTIO_ID, VIRTIO_ID_STOCK};
+use crate::scenario::{Boot, CONFIG_SIZE, NUM_VQS, VIRTIO_ID, VIRTIO_ID_STOCK};
+use crate::uefi;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -77,8 +78,9 @@ impl Rig {
     }
 
     /// `spe-qemu` with QEMU's documented `-M virt -kernel -initrd -append`
-    /// command line, unchanged but for `-nic none` (this QEMU has no
-    /// option ROMs) and `-no-reboot` (so `panic=-1` ends the run).
+    /// command line (or a UEFI boot's: [`Rig::boot_args`]), unchanged but
+    /// for `-nic none` (this QEMU has no option ROMs) and `-no-reboot` (so
+    /// `panic=-1` ends the run).
     pub(super) fn launcher_command(&self, spec: &GuestRun, backend_log: &Path) -> Command {
         let spe = spec.spe.as_ref().expect("a launcher run is an SPE run");
         let mut c = Command::new(&self.launcher);
@@ -98,28 +100,61 @@ impl Rig {
             .args(["-cpu", spe.cpu.qemu_cpu()])
             .args(["-smp", &self.vcpus.to_string(), "-m", "1G"])
             .args(["-nographic", "-nic", "none", "-no-reboot"]);
-        self.boot_args(
-            &mut c,
-            &format!(
+        self.boot_args(&mut c, spec, backend_log);
+        c
+    }
+
+    /// The guest kernel's command line for `spec` (`panic=-1` reboots at
+    /// once; `-no-reboot` turns that into an exit).
+    pub(super) fn cmdline(&self, spec: &GuestRun) -> String {
+        let spe = spec.spe.as_ref();
+        let append = if spe.is_some_and(|s| s.launcher) {
+            format!(
                 "spe.scenario={}{}{}{}",
                 spec.scenario,
                 kpti(spec),
                 load(spec),
                 params(spec)
-            ),
-        );
-        c
+            )
+        } else {
+            format!(
+                "spe.scenario={} spe.virtio_id={}{}{}{}{}",
+                spec.scenario,
+                virtio_id(spec),
+                kpti(spec),
+                load(spec),
+                params(spec),
+                spec.measure.callgrind().map_or(String::new(), |c| format!(
+                    " spe.mark_pause={}{}",
+                    callgrind::PAUSE_S,
+                    c.cmdline()
+                ))
+            )
+        };
+        format!("console=ttyAMA0 panic=-1 {append}")
     }
 
-    /// The kernel, the initramfs and the command line (`panic=-1` reboots
-    /// at once; `-no-reboot` turns that into an exit).
-    fn boot_args(&self, c: &mut Command, append: &str) {
+    /// How the guest boots ([`Boot`]): the kernel, the initramfs and the
+    /// command line, through the firmware with `-bios`; or the firmware's
+    /// pflash pair and the run's disk (beside `in_run_dir`, a file of the
+    /// run's folder), which holds the command line in GRUB's
+    /// configuration ([`crate::uefi::build_disk`]).
+    fn boot_args(&self, c: &mut Command, spec: &GuestRun, in_run_dir: &Path) {
+        let boot = spec.spe.as_ref().map_or(Boot::DeviceTree, |s| s.boot);
+        if boot == Boot::Disk {
+            let dir = in_run_dir.parent().unwrap_or(Path::new("."));
+            c.args(uefi::DiskFiles::in_dir(dir).qemu_args());
+            return;
+        }
+        if boot == Boot::Bios {
+            c.args(["-bios", uefi::QEMU_EFI]);
+        }
         c.arg("-kernel")
             .arg(&self.kernel)
             .arg("-initrd")
             .arg(&self.initrd)
             .arg("-append")
-            .arg(format!("console=ttyAMA0 panic=-1 {append}"));
+            .arg(self.cmdline(spec));
     }
 
     pub(super) fn qemu_command(&self, spec: &GuestRun, console: &Path, socket: &Path) -> Command {
@@ -186,22 +221,7 @@ impl Rig {
                 ))
                 .args(["-action", "shutdown=pause"]);
         }
-        self.boot_args(
-            &mut c,
-            &format!(
-                "spe.scenario={} spe.virtio_id={}{}{}{}{}",
-                spec.scenario,
-                virtio_id(spec),
-                kpti(spec),
-                load(spec),
-                params(spec),
-                clock.map_or(String::new(), |c| format!(
-                    " spe.mark_pause={}{}",
-                    callgrind::PAUSE_S,
-                    c.cmdline()
-                ))
-            ),
-        );
+        self.boot_args(&mut c, spec, console);
         if spec.backend && spec.spe.as_ref().is_none_or(|s| s.paravirt) {
             // An unpatched QEMU's generic vhost-user device fails to start on
             // a chardev that connects later (reconnect-ms): the series'
@@ -310,6 +330,7 @@ mod tests {
             runs_dir: "runs".into(),
             pin_vcpu0: false,
             vcpus: VCPUS,
+            grub_efi: "BOOTAA64.EFI".into(),
         }
     }
 

@@ -27,7 +27,7 @@ pub use live::{Live, Watcher};
 use wait::Ending;
 
 use crate::kernels::KernelSpec;
-use crate::scenario::{parse_console, Control, RunOutput, Scenario, SpeRun};
+use crate::scenario::{parse_console, Boot, Control, RunOutput, Scenario, SpeRun};
 use crate::setup::QemuRelease;
 use anyhow::{Context, Result};
 use command::ctl_socket;
@@ -151,6 +151,8 @@ pub struct Rig {
     /// The guest's vCPUs (`-smp`, and the backend's `--vcpus`):
     /// [`crate::scenario::VCPUS`] but in the bench's `--vcpus 1`.
     pub vcpus: u32,
+    /// GRUB's EFI image for the disk boots ([`crate::uefi::build_disk`]).
+    pub grub_efi: PathBuf,
 }
 
 impl Rig {
@@ -172,6 +174,7 @@ impl Rig {
         if let Some(b) = backend.as_mut() {
             run.stop_backend(b);
         }
+        crate::uefi::DiskFiles::in_dir(&run.dir).remove();
         run.output(&ending, elapsed, control)
     }
 }
@@ -279,8 +282,19 @@ impl<'a> Run<'a> {
         )
     }
 
-    /// QEMU (or `spe-qemu`), its console to `console.log`.
+    /// QEMU (or `spe-qemu`), its console to `console.log`; for a disk
+    /// boot, on the disk built for it.
     fn start_qemu(&self) -> Result<ChildGuard> {
+        if self.spec.spe.as_ref().is_some_and(|s| s.boot == Boot::Disk) {
+            crate::uefi::build_disk(
+                &self.rig.grub_efi,
+                &self.rig.kernel,
+                &self.rig.initrd,
+                &self.rig.cmdline(self.spec),
+                &crate::uefi::DiskFiles::in_dir(&self.dir),
+            )
+            .context("building the run's disk")?;
+        }
         let stderr = fs::File::create(self.dir.join("qemu.stderr.log"))?;
         let qemu = if self.spec.launcher() {
             // -nographic: the serial console is spe-qemu's stdout.

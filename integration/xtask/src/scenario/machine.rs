@@ -79,6 +79,20 @@ impl OnMarker {
     }
 }
 
+/// How the guest boots.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Boot {
+    /// `-kernel` and `-initrd`, with QEMU's device tree.
+    #[default]
+    DeviceTree,
+    /// UEFI firmware with `-bios`, loading `-kernel` and `-initrd`: Linux
+    /// gets ACPI tables ([`crate::uefi`]).
+    Bios,
+    /// UEFI firmware in the pflash pair, GRUB from a GPT disk, ACPI: as a
+    /// distribution's image boots ([`crate::uefi::build_disk`]).
+    Disk,
+}
+
 /// How a full-emulation (`-cpu CORE,spe=on`) or paravirtual run is set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpeRun {
@@ -137,6 +151,8 @@ pub struct SpeRun {
     /// The plugin checks each address it took at a TB's start again at
     /// its instruction (`validate=on`; its summary in `plugin.log`).
     pub plugin_validate: bool,
+    /// How the guest boots (the device tree unless a UEFI scenario's).
+    pub boot: Boot,
 }
 
 impl SpeRun {
@@ -160,6 +176,7 @@ impl SpeRun {
             stock: false,
             plugin: false,
             plugin_validate: false,
+            boot: Boot::DeviceTree,
         }
     }
 

@@ -5,7 +5,7 @@
 use super::checks::*;
 use crate::scenario::{Expect, OnMarker, RunOutput, Scenario, SpeRun, ICOUNT_AUTO, ICOUNT_FIXED};
 use crate::{
-    attributes, driver_bugs, faults, memory, paravirt, perf_test, proofs, snapshot, stock,
+    attributes, driver_bugs, faults, memory, paravirt, perf_test, proofs, snapshot, stock, uefi,
 };
 use spe_protocol::profile::CpuProfile;
 use std::time::Duration;
@@ -23,6 +23,13 @@ fn max() -> SpeRun {
 }
 
 pub fn all() -> Vec<Scenario> {
+    let mut all = booted_with_a_device_tree();
+    all.extend(uefi::scenarios(booted_with_a_device_tree));
+    all
+}
+
+/// The catalogue but its UEFI copies ([`uefi::scenarios`]).
+fn booted_with_a_device_tree() -> Vec<Scenario> {
     vec![
         // The SPE PMU the guest sees is the backend's profile, on every vCPU.
         Scenario::new("boot", "boot", 120, Expect::pass(check_boot)).spe(n1()),

@@ -8,14 +8,16 @@ use crate::setup::QemuRelease;
 
 /// What `cargo xtask test` runs on a QEMU other than the main one, on the
 /// newest kernel: the probe, perf recording and decoding, the profile's
-/// oracle, a backend restart under perf, and a fault the backend injects
-/// (in the catalogue's order). Any other runs there by name (`--qemu`).
+/// oracle, a backend restart under perf, a fault the backend injects and
+/// the probe through UEFI and ACPI (in the catalogue's order). Any other
+/// runs there by name (`--qemu`).
 pub const SMOKE_ON_OTHER_QEMUS: &[&str] = &[
     "spe-probe",
     "spe-perf",
     "spe-profile",
     "spe-backend-restart",
     "fault-stage1-translation",
+    "uefi-spe-probe",
 ];
 
 /// Test modules of integration/guest/modules that only the host suite's
@@ -83,7 +85,9 @@ pub enum Set {
 
 /// Which set runs `s` on kernel `k`, if either does.
 pub fn selection(s: &Scenario, k: &KernelSpec) -> Option<Set> {
-    if !in_matrix(s, k) {
+    if let Some(set) = crate::uefi::selection(s.name, k) {
+        set
+    } else if !in_matrix(s, k) {
         None
     } else if by_hand(s, k) {
         Some(Set::ByHand)
@@ -269,6 +273,8 @@ mod tests {
         let by_hand: Vec<(&str, &str)> = MATRIX
             .iter()
             .flat_map(|k| all.iter().map(move |s| (s, k)))
+            // The UEFI copies have their own (uefi.rs).
+            .filter(|(s, _)| !crate::uefi::is_uefi(s.name))
             .filter(|(s, k)| selection(s, k) == Some(Set::ByHand))
             .map(|(s, k)| (s.name, k.name))
             .collect();

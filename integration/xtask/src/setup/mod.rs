@@ -6,6 +6,7 @@
 //! pays for a few `dpkg-query`/`apt-cache` calls.
 
 mod apt;
+mod grub;
 mod kernel;
 mod qemu;
 mod userland;
@@ -217,6 +218,8 @@ pub struct GuestEnv {
 pub struct Env {
     /// One per release asked for, in [`QEMU_RELEASES`]' order.
     pub qemus: Vec<Qemu>,
+    /// GRUB's EFI image, for the disk boots.
+    pub grub_efi: PathBuf,
     /// One per kernel asked for, in the matrix's order.
     pub guests: Vec<GuestEnv>,
 }
@@ -245,7 +248,12 @@ pub fn setup(
     for &spec in kernels {
         guests.push(guest_env(paths, spec, fresh_lists)?);
     }
-    Ok(Env { qemus, guests })
+    let grub_efi = grub::grub_efi(paths, &Apt::for_kernel(&kernels::MATRIX[0], &paths.cache)?)?;
+    Ok(Env {
+        qemus,
+        grub_efi,
+        guests,
+    })
 }
 
 /// The kernel, busybox and perf of one kernel of the matrix.
