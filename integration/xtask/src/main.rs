@@ -88,6 +88,10 @@ const USAGE: &str = "usage: cargo xtask <command>
                      apply qemu-patches/V/ (each V in turn without --qemu)
                      one patch at a time to a clean QEMU and build after
                      each (slow: by hand, not in CI)
+  bios-tables-test [--qemu V]
+                     QEMU's own ACPI table test of the virt machine
+                     (tests/qtest/bios-tables-test) on the patched build,
+                     Debian's edk2 as its firmware (by hand, not in CI)
   bench-overhead [--qemu stock] [--runs N] [--pin] [--vcpus 1]
                  [--instructions[=icount|host]] [--ab NAME=QEMU ...]
                  [--rows N,...]
@@ -178,6 +182,7 @@ fn real_main(args: &[String]) -> Result<bool> {
             "install",
             "run",
             "series-build",
+            "bios-tables-test",
             "scenarios",
             "bench-overhead",
         ]
@@ -341,19 +346,8 @@ fn real_main(args: &[String]) -> Result<bool> {
                 bench::run_ab(&rig, runs, &builds, measure)
             }
         }
-        "series-build" => {
-            let paths = Paths::discover()?;
-            let mut all = true;
-            let releases = match qemu {
-                Some(q) if q.stock => bail!("series-build: QEMU {} has no series", q.label()),
-                Some(q) => vec![q],
-                None => QemuRelease::patched().collect(),
-            };
-            for release in releases {
-                all &= setup::series_build(&paths, release)?;
-            }
-            Ok(all)
-        }
+        "series-build" => each_series(cmd, qemu, setup::series_build),
+        "bios-tables-test" => each_series(cmd, qemu, setup::bios_tables_test),
         "virtme-ng" => {
             let paths = Paths::discover()?;
             let rig = prepare(&paths, &one_kernel, &one_release)?.remove(0);
@@ -829,4 +823,24 @@ fn demo(kernel: &[&'static KernelSpec]) -> Result<bool> {
             Ok(false)
         }
     }
+}
+
+/// Runs `check` on the series of `qemu`, or of every patched release;
+/// whether each passed.
+fn each_series(
+    cmd: &str,
+    qemu: Option<&'static QemuRelease>,
+    check: fn(&Paths, &'static QemuRelease) -> Result<bool>,
+) -> Result<bool> {
+    let paths = Paths::discover()?;
+    let releases = match qemu {
+        Some(q) if q.stock => bail!("{cmd}: QEMU {} has no series", q.label()),
+        Some(q) => vec![q],
+        None => QemuRelease::patched().collect(),
+    };
+    let mut all = true;
+    for release in releases {
+        all &= check(&paths, release)?;
+    }
+    Ok(all)
 }

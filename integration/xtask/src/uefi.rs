@@ -527,6 +527,29 @@ mod tests {
         assert_eq!(hex("00ff15").unwrap(), vec![0, 255, 21]);
     }
 
+    /// The MADTs a 7.3 guest read from /sys/firmware/acpi/tables/APIC,
+    /// booted with `-bios` on `-cpu neoverse-n1,spe=on -smp 2`: with the
+    /// series, and with the series before the MADT change (the two differ
+    /// in the revision, the checksum and offset 78 of each GICC alone).
+    #[test]
+    fn the_tables_a_guest_read_with_and_without_the_change() {
+        let read = |text: &str| hex(&text.split_whitespace().collect::<String>()).unwrap();
+        let with = read(include_str!("../testdata/madt-virt-spe.hex"));
+        let before = read(include_str!("../testdata/madt-virt-before.hex"));
+        let m = parse_madt(&with).unwrap();
+        assert_eq!(check_madt(&m, 2, true), Ok(()));
+        let gicc = HEADER + 24;
+        assert_eq!(with[gicc], GICC);
+        assert_eq!(
+            u16::from_le_bytes([with[gicc + 78], with[gicc + 79]]),
+            SPE_GSIV
+        );
+        let differ: Vec<usize> = (0..with.len()).filter(|&i| with[i] != before[i]).collect();
+        assert_eq!(differ, [8, 9, gicc + 78, gicc + 80 + 78]);
+        let err = check_madt(&parse_madt(&before).unwrap(), 2, true).unwrap_err();
+        assert!(err.contains("revision 4"), "{err}");
+    }
+
     /// ACPICA's disassembly, as iasl 20200925 prints a GICC.
     #[test]
     fn the_disassembly_is_read_field_by_field() {

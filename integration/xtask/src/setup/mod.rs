@@ -5,12 +5,14 @@
 //! `.complete` file in the cache) so a second run with nothing changed only
 //! pays for a few `dpkg-query`/`apt-cache` calls.
 
+mod acpi_test;
 mod apt;
 mod grub;
 mod kernel;
 mod qemu;
 mod userland;
 
+pub use acpi_test::bios_tables_test;
 pub use qemu::series_build;
 pub use userland::GUEST_PROGRAMS;
 

@@ -169,7 +169,7 @@ fn configure(paths: &Paths, src: &Path, build: &Path) -> Result<()> {
 /// left out of the hash (`-g` would put it in). The unpatched 10.2.2 then
 /// reuses all but the objects the series touches from the patched one:
 /// 1602 of 1789 compilations hit, its build 161 s instead of about 490.
-fn ccache<'a>(paths: &Paths, cmd: &'a mut Command) -> &'a mut Command {
+pub(super) fn ccache<'a>(paths: &Paths, cmd: &'a mut Command) -> &'a mut Command {
     cmd.env("CCACHE_DIR", paths.cache.join("ccache"))
         .env("CCACHE_BASEDIR", paths.cache.join("qemu"))
         .env("CCACHE_NOHASHDIR", "1")
