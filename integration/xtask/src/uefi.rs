@@ -50,10 +50,14 @@ pub const SCENARIOS: &[(&str, &str, Boot)] = &[
     ("uefi-spe-attributes", "spe-attributes", Boot::Bios),
     ("uefi-virtio-spe-perf", "virtio-spe-perf", Boot::Bios),
     ("uefi-disk-spe-profile", "spe-profile", Boot::Disk),
+    // spe-qemu given a distribution's command line: the pflash pair and
+    // a virtio-blk disk, no -kernel.
+    ("uefi-disk-spe-qemu", "spe-qemu-launcher", Boot::Disk),
 ];
 
 /// What the newest kernel runs in CI: the probe, a decoded profile from
-/// each boot path, the attributes and the paravirtual device. The rest,
+/// each boot path, the attributes, the paravirtual device and `spe-qemu`
+/// booting the disk. The rest,
 /// and every one on the older kernels, by hand (`--full`).
 const NEWEST_IN_CI: &[&str] = &[
     "uefi-spe-probe",
@@ -61,6 +65,7 @@ const NEWEST_IN_CI: &[&str] = &[
     "uefi-spe-attributes",
     "uefi-virtio-spe-perf",
     "uefi-disk-spe-profile",
+    "uefi-disk-spe-qemu",
 ];
 
 /// Those the older kernels run (by hand); the attributes and the disk are
