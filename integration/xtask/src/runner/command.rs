@@ -439,6 +439,44 @@ mod tests {
         }
     }
 
+    /// `-bios` keeps the kernel, initramfs and command line; the disk has
+    /// none of them (GRUB's configuration holds the command line), only
+    /// the pflash pair and the run's disk, for QEMU and spe-qemu alike.
+    #[test]
+    fn a_uefi_run_boots_through_the_firmware() {
+        let spe = |boot| SpeRun {
+            boot,
+            ..SpeRun::new(CpuProfile::NeoverseN1)
+        };
+        let bios = qemu_args(Some(spe(Boot::Bios)));
+        assert!(
+            bios.windows(2).any(|w| w == ["-bios", uefi::QEMU_EFI]),
+            "{bios:?}"
+        );
+        assert!(bios.contains(&"-kernel".into()) && bios.contains(&"-append".into()));
+        let disk = args(rig().qemu_command(
+            &run(Some(spe(Boot::Disk))),
+            Path::new("runs/x/console.log"),
+            Path::new("sock"),
+        ));
+        for gone in ["-kernel", "-initrd", "-append", "-bios"] {
+            assert!(!disk.contains(&gone.into()), "{gone}: {disk:?}");
+        }
+        assert!(disk.contains(&"if=pflash,format=raw,unit=1,file=runs/x/AAVMF_VARS.fd".into()));
+        assert!(disk.contains(&"if=none,id=disk0,format=raw,file=runs/x/disk.img".into()));
+        let launched = args(rig().launcher_command(
+            &run(Some(SpeRun {
+                launcher: true,
+                ..spe(Boot::Disk)
+            })),
+            Path::new("runs/x/backend.log"),
+        ));
+        assert!(launched.contains(&"virtio-blk-pci,drive=disk0".into()));
+        assert!(!launched.contains(&"-kernel".into()));
+        let dt = qemu_args(Some(spe(Boot::DeviceTree)));
+        assert!(!dt.contains(&"-bios".into()) && !dt.iter().any(|a| a.contains("pflash")));
+    }
+
     #[test]
     fn icount_runs_add_icount_and_others_do_not() {
         let on = SpeRun {
