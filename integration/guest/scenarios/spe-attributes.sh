@@ -12,17 +12,21 @@
 fmt=/sys/bus/event_source/devices/arm_spe_0/format
 iters=${spe_attr_iterations:-100000}
 
-# spe_attr_classes DATA: DATA.tab's records as ldgp ldsimd stgp stsimd
+# spe_attr_classes DATA LINE: DATA.tab's records as ldgp ldsimd stgp stsimd
 # atomic br brnt other counts, "other" ones with the FP bit of their
 # payload (fpother) or the SIMD bit (simdother) apart, and the SIMD&FP
-# loads/stores of vector structures (ldvec, stvec) apart from the scalar
+# loads/stores of vector structures (ldvec, stvec: the workload's ld1 and
+# st1, at LINE + 0x80 and + 0xa0 exactly; a scalar SIMD&FP access of the
+# C library may end in 0xc0 or 0xe0 too) apart from the scalar
 # ones (ldsimd, stsimd), those with L1D-REFILL (evrefill),
 # L1D-ACCESS (evl1d), MISPRED (evmispred), ALIGNMENT (evalign) and
 # LLC-ACCESS (evllc) events, and the loads (atomics included) with data
 # source 0 (dsl1: L1D in the backend's encoding) and 8 (dsl2: L2)
 # (key=value).
 spe_attr_classes() {
-    awk '{
+    line=$(($2))
+    awk -v vld="$(printf '0x%x' $((line + 0x80)))" \
+        -v vst="$(printf '0x%x' $((line + 0xa0)))" '{
         c = "other"
         if ($14 != "-") {
             # an "other" operation: its payload byte, from the hex (perf
@@ -31,11 +35,11 @@ spe_attr_classes() {
             if (substr($14, 1, 1) == "0" && int(b / 4) % 2) c = "simdother"
             else if (substr($14, 1, 1) == "0" && int(b / 2) % 2) c = "fpother"
         } else if ($2 == "LD" || $2 == "ST") {
-            # SIMD&FP: vector ld1/st1 by their address (0xc0, 0xe0 in
-            # the 256-byte block of the workload), the scalar ones otherwise
+            # SIMD&FP: the vector ld1/st1 of the workload by address,
+            # the scalar ones otherwise
             if ($3 ~ /-AT(-|$)/) c = "atomic"
             else if ($3 !~ /SIMD-FP/) c = tolower($2) "gp"
-            else if ($7 ~ /[ce]0$/) c = tolower($2) "vec"
+            else if ($7 == vld || $7 == vst) c = tolower($2) "vec"
             else c = tolower($2) "simd"
         } else if ($2 == "B") c = $11 ? "brnt" : "br"
         n[c]++
@@ -77,7 +81,8 @@ while IFS='|' read -r name terms; do
         continue
     fi
     spe_table /tmp/$name.data
-    result $(echo "n=$spe_n bad=$spe_bad $(spe_attr_classes /tmp/$name.data)" |
+    line=$(sed -n 's/.*workload_classes_line=\(0x[0-9a-f]*\).*/\1/p' /tmp/$name.data.log)
+    result $(echo "n=$spe_n bad=$spe_bad $(spe_attr_classes /tmp/$name.data "${line:-0}")" |
         sed "s/\([a-z0-9]*\)=/attr_${name}_\1=/g")
 done << 'EOF'
 branch_filter|branch_filter=1
