@@ -21,7 +21,7 @@ use config::{Config, ServeArgs};
 /// Arm SPE and PMU-snapshot device model for QEMU guests.
 ///
 /// Without a subcommand, listens on --socket-path for a vhost-user front end
-/// (QEMU 10.0's vhost-user-device-pci or 10.2's vhost-user-test-device-pci,
+/// (QEMU 10.2's vhost-user-test-device-pci,
 /// with virtio-id=58,num_vqs=2,config_size=64)
 /// and/or on --qemu-socket for a patched QEMU's SPE channel (the
 /// full-emulation path), and serves one VM after another on each until

@@ -245,7 +245,7 @@ fn series(dir: &Path) -> Vec<String> {
 #[test]
 fn each_qemu_series_uses_the_protocol_constants() {
     let dirs = releases();
-    assert!(dirs.len() >= 2, "one folder per QEMU release: {dirs:?}");
+    assert!(!dirs.is_empty(), "a series folder: {dirs:?}");
     for dir in &dirs {
         let c = c_constants(&series(dir));
         let at = dir.display();

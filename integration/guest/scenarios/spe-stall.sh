@@ -1,4 +1,4 @@
-# A backend that stalls for less than QEMU's bound (10 s, qemu-patches/10.0.2/0005):
+# A backend that stalls for less than QEMU's bound (10 s, the series' SPE channel client):
 # once perf records, the runner stops the backend (SIGSTOP) for a few
 # seconds, the VM pauses when a vCPU waits on it, and profiling goes on:
 # this recording and the next one both decode, with records.

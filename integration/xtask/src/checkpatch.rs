@@ -1,10 +1,10 @@
 //! The kernel's `scripts/checkpatch.pl --strict` over guest-driver/, as a
 //! kernel maintainer would run it: the script of the newest kernel of
 //! the matrix, from its Debian `linux-source` package (only the script
-//! and its two data files are kept).
+//! and its two data files are kept). And QEMU's own over the QEMU series.
 
 use crate::kernels::{Apt, KernelSpec};
-use crate::setup::Paths;
+use crate::setup::{Paths, QemuRelease};
 use crate::util::{run, write_atomic, Step};
 use anyhow::{bail, Context, Result};
 use std::fs;
@@ -107,5 +107,44 @@ pub fn check(paths: &Paths) -> Result<()> {
         );
     }
     step.done("clean");
+    Ok(())
+}
+
+/// QEMU's `scripts/checkpatch.pl` from `tree` on each patch of the
+/// series; fails on a patch it rejects (an error; its warnings are
+/// printed).
+pub fn check_qemu_series(paths: &Paths, release: &QemuRelease, tree: &Path) -> Result<()> {
+    let patches = crate::setup::series_patches(&release.patch_dir(&paths.repo))?;
+    let step = Step::new(format!(
+        "QEMU's checkpatch.pl on the {} patches of qemu-patches/{}/",
+        patches.len(),
+        release.version
+    ));
+    let mut rejected = Vec::new();
+    let mut warned = 0;
+    for p in &patches {
+        let out = Command::new("perl")
+            .current_dir(tree)
+            .arg("scripts/checkpatch.pl")
+            .arg(p)
+            .output()
+            .context("running QEMU's checkpatch.pl")?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let name = p.file_name().unwrap_or_default().to_string_lossy();
+        if !out.status.success() {
+            rejected.push(format!("{name}:\n{text}"));
+        } else if text.contains("WARNING:") {
+            warned += 1;
+            eprintln!("    {name}:\n{text}");
+        }
+    }
+    if !rejected.is_empty() {
+        bail!("QEMU's checkpatch.pl rejects:\n{}", rejected.join("\n"));
+    }
+    step.done(&if warned == 0 {
+        "clean".to_string()
+    } else {
+        format!("no errors; {warned} with warnings (above)")
+    });
     Ok(())
 }

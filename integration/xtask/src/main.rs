@@ -44,18 +44,17 @@ const USAGE: &str = "usage: cargo xtask <command>
                      install and build everything the guests need (cached)
   test [--no-lint] [--full] [--kernel K] [--qemu V] [SCENARIO...]
                      setup, fmt/clippy/unit tests, then the guest scenarios
-                     on every kernel of the matrix (or on K only) on QEMU
-                     10.0.2, a smoke set on 10.2.2 (7.3) and the stock
-                     path's scenarios on the unpatched 10.2.2 (7.3);
-                     --full: also the runs left to be run by hand; --qemu
-                     V: on that QEMU only
+                     on every kernel of the matrix (or on K only) on the
+                     patched QEMU 10.2.2 and the stock path's scenarios on
+                     the unpatched 10.2.2 (7.3); --full: also the runs
+                     left to be run by hand; --qemu V: on that QEMU only
   demo [--kernel K]  setup, then boot a guest with the backend attached
   run [--no-backend] [--spe] [--kernel K] [--qemu V] SCENARIO
                      boot one guest scenario script (integration/guest/scenarios);
                      --spe: full emulation for a script no test scenario names
   install [--prefix DIR] [--qemu V]
-                     build and install qemu-system-aarch64-spe (QEMU 10.0.2, or
-                     V; none for stock), vhost-device-spe and the spe-qemu
+                     build and install qemu-system-aarch64-spe (QEMU 10.2.2
+                     patched; none for stock), vhost-device-spe and the spe-qemu
                      launcher into DIR/bin (default ~/.local), and the TCG
                      plugin into DIR/lib/vhost-device-spe
   scenarios [--full] [--kernel K] [--qemu V]
@@ -64,9 +63,9 @@ const USAGE: &str = "usage: cargo xtask <command>
   --kernel K         a guest kernel of the matrix: 6.1 (bookworm), 6.12
                      (trixie), 7.3 (trixie-backports); run and demo default
                      to the newest, setup and test to all of them
-  --qemu V           a QEMU the series is kept for (qemu-patches/V): 10.0.2
-                     (the default; also `10.0`) or 10.2.2 (`10.2`); or
-                     `stock`: QEMU 10.2.2 unpatched, the stock path's
+  --qemu V           10.2.2 (also `10.2`; the default): QEMU with the series
+                     (qemu-patches/10.2.2); or `stock`: QEMU 10.2.2
+                     unpatched, the stock path's
   soak [--minutes N] [--seed S] [--kernel K]
                      profile in a loop for N minutes (default 60) under
                      full emulation while faults of every kind, stalls,
@@ -84,11 +83,17 @@ const USAGE: &str = "usage: cargo xtask <command>
                      boot K under virtme-ng (from PyPI) with spe-qemu as its
                      QEMU and record with perf; then with the patched QEMU
                      alone, which must have no SPE (by hand, not in CI)
-  series-build [--qemu V]
-                     apply qemu-patches/V/ (each V in turn without --qemu)
-                     one patch at a time to a clean QEMU and build after
-                     each (slow: by hand, not in CI)
-  bios-tables-test [--qemu V]
+  series-tree DIR    a QEMU 10.2.2 git tree in DIR (new) with the series as
+                     branch `spe` (git am of qemu-patches/10.2.2/; the
+                     cover letter is its description) and DIR/build
+                     configured, to work on the series
+  series-export [--check] DIR
+                     write qemu-patches/10.2.2/ from DIR's branch with git
+                     format-patch (--check: only compare; `test` checks
+                     the set-up's branch gives the committed files)
+  series-build       apply the series one patch at a time to a clean QEMU
+                     and build after each (slow: by hand, not in CI)
+  bios-tables-test
                      QEMU's own ACPI table test of the virt machine
                      (tests/qtest/bios-tables-test) on the patched build,
                      Debian's edk2 as its firmware (by hand, not in CI)
@@ -155,6 +160,7 @@ fn real_main(args: &[String]) -> Result<bool> {
             "--rows",
         ],
         "soak" => &["--minutes", "--seed"],
+        "series-export" => &["--check"],
         _ => &[],
     };
     if wants_help(cmd, rest, options)? {
@@ -347,6 +353,23 @@ fn real_main(args: &[String]) -> Result<bool> {
             }
         }
         "series-build" => each_series(cmd, qemu, setup::series_build),
+        "series-tree" | "series-export" => {
+            let dir = rest
+                .iter()
+                .find(|a| !a.starts_with("--"))
+                .with_context(|| format!("{cmd}: which folder? (cargo xtask {cmd} DIR)"))?;
+            let paths = Paths::discover()?;
+            let release = QemuRelease::main();
+            if cmd == "series-tree" {
+                setup::new_series_tree(&paths, release, Path::new(dir))?;
+            } else if rest.iter().any(|a| a == "--check") {
+                setup::check_round_trip(&paths, release, Path::new(dir))?;
+                println!("qemu-patches/{}/ is {dir}'s branch", release.version);
+            } else {
+                setup::series_export(&paths, release, Path::new(dir))?;
+            }
+            Ok(true)
+        }
         "bios-tables-test" => each_series(cmd, qemu, setup::bios_tables_test),
         "virtme-ng" => {
             let paths = Paths::discover()?;
@@ -731,6 +754,7 @@ fn test(
         )?;
         cargo_step(&paths, &["test", "--workspace"])?;
         checkpatch::check(&paths)?;
+        series_checks(&paths, &rigs)?;
     }
     let all = scenarios::all();
     for o in &only {
@@ -774,6 +798,31 @@ fn test(
         "{passed} passed, {failed} failed, {expected} expected failure(s) or skip(s) in passing runs"
     );
     Ok(failed == 0 && passed > 0)
+}
+
+/// The series' round trip (`git format-patch` of the set-up's branch
+/// gives the committed files) and QEMU's own checkpatch on each patch,
+/// when the patched QEMU was set up from the series.
+fn series_checks(paths: &Paths, rigs: &[Rig]) -> Result<()> {
+    let release = QemuRelease::main();
+    if !rigs.iter().any(|r| r.qemu_release == release) {
+        return Ok(());
+    }
+    if std::env::var_os(release.override_var).is_some_and(|v| !v.is_empty()) {
+        eprintln!(
+            "==> series checks skipped: {} names the QEMU",
+            release.override_var
+        );
+        return Ok(());
+    }
+    let tree = setup::series_tree(paths, release)?;
+    let step = Step::new(format!(
+        "qemu-patches/{}/: git format-patch of the branch gives the committed files",
+        release.version
+    ));
+    setup::check_round_trip(paths, release, &tree)?;
+    step.done("byte for byte");
+    checkpatch::check_qemu_series(paths, release, &tree)
 }
 
 fn demo(kernel: &[&'static KernelSpec]) -> Result<bool> {

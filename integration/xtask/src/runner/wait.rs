@@ -97,8 +97,9 @@ impl Run<'_> {
                 deadline = Instant::now() + self.spec.qemu_grace();
             }
             if let Some(st) = qemu.try_wait()? {
-                // QEMU may die of the backend's crash (10.0.2 can abort on a
-                // vhost-user disconnect) before we saw it: name the first cause.
+                // QEMU may die of the backend's crash (a vhost-user
+                // disconnect can abort it) before we saw it: name the first
+                // cause.
                 if let Some(b) = backend.as_deref_mut() {
                     if let Some(bst) = b.try_wait()? {
                         if !bst.success() {

@@ -62,7 +62,8 @@ fn booted_with_a_device_tree() -> Vec<Scenario> {
                 console: "SPE-RESULT kernel=",
             },
         ),
-        // QEMU must outlive its back end (qemu-patches/10.0.2/0003). The backend
+        // QEMU must outlive its back end (the series' "only stop a started
+        // device"). The backend
         // is killed once the guest runs /init; the crash must end the run
         // long before the timeout.
         Scenario::new(

@@ -6,20 +6,6 @@ use crate::kernels::KernelSpec;
 use crate::runner::Rig;
 use crate::setup::QemuRelease;
 
-/// What `cargo xtask test` runs on a QEMU other than the main one, on the
-/// newest kernel: the probe, perf recording and decoding, the profile's
-/// oracle, a backend restart under perf, a fault the backend injects and
-/// the probe through UEFI and ACPI (in the catalogue's order). Any other
-/// runs there by name (`--qemu`).
-pub const SMOKE_ON_OTHER_QEMUS: &[&str] = &[
-    "spe-probe",
-    "spe-perf",
-    "spe-profile",
-    "spe-backend-restart",
-    "fault-stage1-translation",
-    "uefi-spe-probe",
-];
-
 /// Test modules of integration/guest/modules that only the host suite's
 /// kernel gets in CI (they ran on it alone before the newer suites had
 /// headers).
@@ -97,20 +83,14 @@ pub fn selection(s: &Scenario, k: &KernelSpec) -> Option<Set> {
 }
 
 /// Which set runs `s` on kernel `k` under QEMU `q`: [`selection`] on the
-/// main QEMU; on another, the smoke set on the newest kernel.
+/// patched QEMU, the stock path's own on the unpatched one.
 pub fn selection_on(s: &Scenario, k: &KernelSpec, q: &QemuRelease) -> Option<Set> {
     if crate::stock::is_stock(s.name) != q.stock {
         None
     } else if q.stock {
         crate::stock::selection(s.name, k)
-    } else if q.is_main() {
-        selection(s, k)
-    } else if k != KernelSpec::newest() {
-        None
-    } else if SMOKE_ON_OTHER_QEMUS.contains(&s.name) {
-        Some(Set::Ci)
     } else {
-        None
+        selection(s, k)
     }
 }
 
@@ -204,36 +184,6 @@ fn by_hand(s: &Scenario, k: &KernelSpec) -> bool {
 mod tests {
     use super::*;
     use crate::kernels::MATRIX;
-    use crate::setup::QEMU_RELEASES;
-
-    #[test]
-    fn other_qemus_run_the_smoke_set_on_the_newest_kernel() {
-        let all = super::super::all();
-        let other = &QEMU_RELEASES[1];
-        let ci: Vec<&str> = all
-            .iter()
-            .filter(|s| selection_on(s, KernelSpec::newest(), other) == Some(Set::Ci))
-            .map(|s| s.name)
-            .collect();
-        assert_eq!(ci, SMOKE_ON_OTHER_QEMUS);
-        // Each smoke scenario is one the newest kernel runs in CI on the
-        // main QEMU too, so the two can be compared.
-        for s in all.iter().filter(|s| ci.contains(&s.name)) {
-            assert_eq!(
-                selection(s, KernelSpec::newest()),
-                Some(Set::Ci),
-                "{}",
-                s.name
-            );
-        }
-        assert!(all
-            .iter()
-            .all(|s| selection_on(s, &MATRIX[0], other).is_none()));
-        let main = QemuRelease::main();
-        assert!(all
-            .iter()
-            .all(|s| selection_on(s, &MATRIX[0], main) == selection(s, &MATRIX[0])));
-    }
 
     /// The unpatched QEMU runs the stock scenarios and nothing else, and
     /// no patched one runs them: in CI on the newest kernel, by hand on

@@ -10,10 +10,12 @@ mod apt;
 mod grub;
 mod kernel;
 mod qemu;
+mod series;
 mod userland;
 
 pub use acpi_test::bios_tables_test;
-pub use qemu::series_build;
+pub use qemu::{new_series_tree, series_build, series_patches, series_tree};
+pub use series::{check_round_trip, export as series_export};
 pub use userland::GUEST_PROGRAMS;
 
 use crate::host::{self, SUITE};
@@ -25,24 +27,24 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use userland::perf;
 
-/// Where a QEMU release's source tarball comes from.
+/// A QEMU release's source: Debian's `+ds` orig tarball (QEMU's release
+/// without its prebuilt firmware) of one source package version, read
+/// from unstable through a private apt configuration (the host's apt is
+/// untouched), and its SHA-256, which `SPE_QEMU_TARBALL` must match too.
 #[derive(Debug, PartialEq, Eq)]
-pub enum QemuSource {
-    /// The host suite's backports: `apt-get source -t bookworm-backports`.
-    Backports,
-    /// Debian unstable's source package of exactly this version, read
-    /// through a private apt configuration (the host's apt is untouched).
-    Unstable(&'static str),
+pub struct QemuSource {
+    pub package_version: &'static str,
+    pub tarball: &'static str,
+    pub sha256: &'static str,
 }
 
-/// A QEMU release the series is kept for, in `qemu-patches/<version>/`.
+/// A QEMU release: the series' (`qemu-patches/<version>/`) or the stock
+/// path's unpatched build of the same source.
 #[derive(Debug, PartialEq, Eq)]
 pub struct QemuRelease {
     pub version: &'static str,
-    tarball: &'static str,
-    source: QemuSource,
-    /// The generic vhost-user device the paravirtual path plugs in (10.2
-    /// renamed it and made it user-creatable without a patch).
+    pub source: QemuSource,
+    /// The generic vhost-user device the paravirtual path plugs in.
     pub vhost_user_device: &'static str,
     /// The variable that points the harness at a hand-built binary instead.
     pub override_var: &'static str,
@@ -51,36 +53,30 @@ pub struct QemuRelease {
     pub stock: bool,
 }
 
-/// QEMU 10.2.2 from Debian unstable: the series' second release and the
-/// stock path's QEMU, one source for both.
-const QEMU_10_2_2_TARBALL: &str = "qemu_10.2.2+ds.orig.tar.xz";
-const QEMU_10_2_2_SOURCE: QemuSource = QemuSource::Unstable("1:10.2.2+ds-1");
+/// QEMU 10.2.2 from Debian unstable: the series' release and the stock
+/// path's QEMU, one source for both.
+const QEMU_10_2_2: QemuSource = QemuSource {
+    package_version: "1:10.2.2+ds-1",
+    tarball: "qemu_10.2.2+ds.orig.tar.xz",
+    sha256: "be05230fe47a6937cd29f28f562932c8125f9c93c2a82c625198f7a4aa601dfb",
+};
 /// QEMU 10.2's user-creatable generic vhost-user device.
 const VHOST_USER_TEST_DEVICE: &str = "vhost-user-test-device-pci";
 
-/// The releases, the main one first: `cargo xtask test`'s matrix runs on
-/// it, the others run a smoke set.
+/// The releases, the patched one first: `cargo xtask test`'s matrix, the
+/// demo and `install` run on it; the stock one runs the stock path's
+/// scenarios.
 pub const QEMU_RELEASES: &[QemuRelease] = &[
     QemuRelease {
-        version: "10.0.2",
-        tarball: "qemu_10.0.2+ds.orig.tar.xz",
-        source: QemuSource::Backports,
-        vhost_user_device: "vhost-user-device-pci",
+        version: "10.2.2",
+        source: QEMU_10_2_2,
+        vhost_user_device: VHOST_USER_TEST_DEVICE,
         override_var: "SPE_QEMU",
         stock: false,
     },
     QemuRelease {
         version: "10.2.2",
-        tarball: QEMU_10_2_2_TARBALL,
-        source: QEMU_10_2_2_SOURCE,
-        vhost_user_device: VHOST_USER_TEST_DEVICE,
-        override_var: "SPE_QEMU_10_2",
-        stock: false,
-    },
-    QemuRelease {
-        version: "10.2.2",
-        tarball: QEMU_10_2_2_TARBALL,
-        source: QEMU_10_2_2_SOURCE,
+        source: QEMU_10_2_2,
         vhost_user_device: VHOST_USER_TEST_DEVICE,
         override_var: "SPE_QEMU_STOCK",
         stock: true,
@@ -300,10 +296,7 @@ fn guest_env(paths: &Paths, spec: &'static KernelSpec, fresh_host_lists: bool) -
 fn check_host() -> Result<()> {
     let os = fs::read_to_string("/etc/os-release").context("reading /etc/os-release")?;
     if !os.lines().any(|l| l == format!("VERSION_CODENAME={SUITE}")) {
-        bail!(
-            "host check: only Debian {SUITE} hosts are supported (bookworm-backports has QEMU {})",
-            QemuRelease::main().version
-        );
+        bail!("host check: only Debian {SUITE} hosts are supported (the set-up installs its packages)");
     }
     Ok(())
 }

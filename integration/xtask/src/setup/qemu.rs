@@ -1,11 +1,10 @@
 //! The patched QEMUs: each release's source (Debian's tarball), its patch
 //! series applied, configured and built once per series.
 
-use super::{setup, Paths, QemuRelease, QemuSource};
-use crate::host::BACKPORTS;
+use super::{series, setup, Paths, QemuRelease};
 use crate::kernels::Apt;
 use crate::util::{run, run_logged, write_atomic, Step};
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -68,12 +67,7 @@ pub(super) fn qemu(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
     }
     let version = release.version;
     let patch_dir = release.patch_dir(&paths.repo);
-    let dir = if release.stock {
-        paths.cache.join("qemu").join(release.label())
-    } else {
-        let key = series_key(&patch_dir, version)?;
-        paths.cache.join("qemu").join(format!("{version}-{key}"))
-    };
+    let dir = build_dir(paths, release)?;
     let label = release.label();
     let build = dir.join("build");
     let binary = build.join("qemu-system-aarch64");
@@ -90,13 +84,18 @@ pub(super) fn qemu(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
         let step = Step::new(if release.stock {
             format!("QEMU {label}: unpacking, no patches")
         } else {
-            format!("QEMU {version}: unpacking and applying qemu-patches/{version}/")
+            format!(
+                "QEMU {version}: unpacking, branch {} = git am qemu-patches/{version}/",
+                series::BRANCH
+            )
         });
         let _ = fs::remove_dir_all(&src);
         unpack(&tarball, &src)?;
         if !release.stock {
-            apply_series(&patch_dir, &src)?;
+            series::create(&src, &patch_dir, release)?;
         }
+        let added = blob_placeholders(&src)?;
+        series::exclude(&src, &added)?;
         write_atomic(&src_ok, b"ok\n")?;
         step.done("ready");
     }
@@ -127,8 +126,73 @@ pub(super) fn qemu(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
     Ok(binary)
 }
 
-/// Unpacks the QEMU tarball into `src` (created), with the firmware
-/// placeholders its meson wants.
+/// The cache folder of `release`'s build: `src/` (for the series, a
+/// repository: see [`series`]) and `build/`.
+fn build_dir(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
+    let qemu = paths.cache.join("qemu");
+    Ok(if release.stock {
+        qemu.join(release.label())
+    } else {
+        let key = series_key(&release.patch_dir(&paths.repo), release.version)?;
+        qemu.join(format!("{}-{key}", release.version))
+    })
+}
+
+/// The set-up's tree of the series, with its branch: made by [`qemu`].
+pub fn series_tree(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
+    let src = build_dir(paths, release)?.join("src");
+    if !src.join(".git").is_dir() {
+        bail!(
+            "{}: no series branch (run `cargo xtask setup --qemu {}` first)",
+            src.display(),
+            release.version
+        );
+    }
+    Ok(src)
+}
+
+/// `cargo xtask series-tree DIR`: a QEMU tree with the series' branch in
+/// DIR (new), configured as the set-up's is in DIR/build, to work on the
+/// series (`ninja -C DIR/build qemu-system-aarch64`, the harness pointed
+/// at it with the release's `override_var`) and write it back with
+/// `cargo xtask series-export DIR`.
+pub fn new_series_tree(paths: &Paths, release: &QemuRelease, dir: &Path) -> Result<()> {
+    if dir.exists() && fs::read_dir(dir)?.next().is_some() {
+        bail!("series-tree: {} exists and is not empty", dir.display());
+    }
+    setup(paths, &[], &[])?;
+    let tarball = qemu_source(paths, release)?;
+    let src = dir.to_path_buf();
+    let step = Step::new(format!(
+        "{}: QEMU {}, branch {} (git am qemu-patches/{}/)",
+        src.display(),
+        release.version,
+        series::BRANCH,
+        release.version
+    ));
+    unpack(&tarball, &src)?;
+    series::create(&src, &release.patch_dir(&paths.repo), release)?;
+    let mut added = blob_placeholders(&src)?;
+    added.push(src.join("build"));
+    series::exclude(&src, &added)?;
+    step.done("ready");
+    let step = Step::new(format!("{}: configure", src.join("build").display()));
+    configure(paths, &src, &src.join("build"))?;
+    step.done("configured");
+    println!(
+        "{d}: branch {b} on tag {t}\n  build:  ninja -C {d}/build qemu-system-aarch64\n  \
+         use it: {var}={d}/build/qemu-system-aarch64 cargo xtask test ...\n  \
+         cover letter: git branch --edit-description {b}\n  \
+         write back:   cargo xtask series-export {d}",
+        d = src.display(),
+        b = series::BRANCH,
+        t = series::base_tag(release),
+        var = release.override_var,
+    );
+    Ok(())
+}
+
+/// Unpacks the QEMU tarball into `src` (created).
 fn unpack(tarball: &Path, src: &Path) -> Result<()> {
     fs::create_dir_all(src)?;
     run(
@@ -140,7 +204,7 @@ fn unpack(tarball: &Path, src: &Path) -> Result<()> {
             .arg(src)
             .arg("--strip-components=1"),
     )?;
-    blob_placeholders(src)
+    Ok(())
 }
 
 /// Configures a build of `src` in `build` (created) with [`CONFIGURE`],
@@ -194,6 +258,7 @@ pub fn series_build(paths: &Paths, release: &QemuRelease) -> Result<bool> {
     let (src, build) = (work.join("src"), work.join("build"));
     let _ = fs::remove_dir_all(&work);
     unpack(&tarball, &src)?;
+    blob_placeholders(&src)?;
     configure(paths, &src, &build)?;
     let patches = series_patches(&release.patch_dir(&paths.repo))?;
     let mut table = format!(
@@ -246,70 +311,116 @@ pub fn series_build(paths: &Paths, release: &QemuRelease) -> Result<bool> {
     Ok(all)
 }
 
-/// Fetches `release`'s upstream tarball through Debian's source package.
+/// `release`'s source tarball: `SPE_QEMU_TARBALL` when set, else the
+/// cached download, else `apt-get source` of the pinned Debian version.
+/// Debian's file must have its pinned SHA-256; any other file must be
+/// QEMU's own release tarball of the same version (its `VERSION` file
+/// says so): the same source with the firmware Debian strips. Another
+/// version is never used.
 fn qemu_source(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
+    let source = &release.source;
+    if let Some(t) = std::env::var_os(TARBALL_VAR).filter(|t| !t.is_empty()) {
+        let t = PathBuf::from(t);
+        check_tarball(&t, release).with_context(|| format!("{TARBALL_VAR}={}", t.display()))?;
+        return Ok(t);
+    }
     let dl = paths.cache.join("downloads");
     fs::create_dir_all(&dl)?;
-    let tarball = dl.join(release.tarball);
-    if tarball.exists() {
-        return Ok(tarball);
-    }
-    let (mut cmd, from) = match release.source {
-        QemuSource::Backports => {
-            let mut c = Command::new("apt-get");
-            c.args(["source", "--download-only", "-t", BACKPORTS, "qemu"]);
-            (c, BACKPORTS.to_string())
-        }
-        QemuSource::Unstable(pin) => {
-            let apt = Apt::for_unstable_sources(&paths.cache)?;
-            if !apt.lists_present() {
-                apt.update()?;
-            }
-            let mut c = apt.command("apt-get");
-            c.args(["source", "--download-only", &format!("qemu={pin}")]);
-            (c, format!("unstable, {pin}"))
-        }
-    };
-    let step = Step::new(format!("apt-get source qemu ({}, {from})", release.version));
-    // The mirror serves the orig tarball but not always the .dsc/.debian
-    // parts, so apt may exit non-zero; the tarball is what counts.
-    let res = run("apt-get source qemu", cmd.current_dir(&dl));
+    let tarball = dl.join(source.tarball);
     if !tarball.exists() {
-        let found: Vec<String> = fs::read_dir(&dl)?
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with("qemu_"))
-            .collect();
-        let name = release.tarball;
-        return Err(match res {
-            Err(e) => e.context(format!("QEMU source: {name} was not downloaded")),
-            Ok(_) => anyhow!("QEMU source: expected {name} from {from}, got {found:?}"),
-        });
+        download(paths, release, &dl)?;
     }
-    step.done("downloaded");
+    check_tarball(&tarball, release)?;
     Ok(tarball)
 }
 
-/// Applies the format-patch series in order. `git apply` works outside a
-/// repository; the ceiling stops it from finding one above the cache.
-fn apply_series(patch_dir: &Path, src: &Path) -> Result<()> {
-    for p in series_patches(patch_dir)? {
-        run(
-            &format!("applying {}", p.display()),
-            Command::new("git")
-                .current_dir(src)
-                .env("GIT_CEILING_DIRECTORIES", src.parent().unwrap_or(src))
-                .args(["apply", "-p1", "--whitespace=nowarn"])
-                .arg(&p),
-        )?;
+/// Names a QEMU source tarball to use instead of Debian's download.
+const TARBALL_VAR: &str = "SPE_QEMU_TARBALL";
+
+/// `apt-get source --download-only qemu=<pinned>` from unstable into `dl`.
+fn download(paths: &Paths, release: &QemuRelease, dl: &Path) -> Result<()> {
+    let source = &release.source;
+    let apt = Apt::for_unstable_sources(&paths.cache)?;
+    if !apt.lists_present() {
+        apt.update()?;
     }
+    let pin = format!("qemu={}", source.package_version);
+    let step = Step::new(format!("apt-get source {pin} (Debian unstable)"));
+    // The mirror serves the orig tarball but not always the .dsc/.debian
+    // parts, so apt may exit non-zero; the tarball is what counts.
+    let res = run(
+        "apt-get source qemu",
+        apt.command("apt-get")
+            .args(["source", "--download-only", &pin])
+            .current_dir(dl),
+    );
+    if dl.join(source.tarball).exists() {
+        step.done("downloaded");
+        return Ok(());
+    }
+    let why = match res {
+        Err(e) => format!("{e:#}"),
+        Ok(_) => "apt-get exited 0 without it".to_string(),
+    };
+    bail!(
+        "QEMU {v} source: `apt-get source {pin}` from Debian unstable did not give {t} \
+         ({why}); unstable may have dropped that version. The same source is QEMU's \
+         release tarball qemu-{v}.tar.xz (from QEMU's download page, with its signature) \
+         or Debian's {t} (SHA-256 {sha}) from a snapshot of the archive: name either \
+         with {TARBALL_VAR}=PATH and run again. No other version is used.",
+        v = release.version,
+        t = source.tarball,
+        sha = source.sha256,
+    )
+}
+
+/// Debian's tarball by its SHA-256, or QEMU's own by its `VERSION` file.
+fn check_tarball(tarball: &Path, release: &QemuRelease) -> Result<()> {
+    let mut hasher = Sha256::new();
+    std::io::copy(
+        &mut fs::File::open(tarball).with_context(|| format!("opening {}", tarball.display()))?,
+        &mut hasher,
+    )
+    .with_context(|| format!("reading {}", tarball.display()))?;
+    let sha: String = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    if sha == release.source.sha256 {
+        return Ok(());
+    }
+    let out = Command::new("tar")
+        .args(["-xOf"])
+        .arg(tarball)
+        .args(["--wildcards", "--no-wildcards-match-slash", "*/VERSION"])
+        .output()
+        .context("running tar")?;
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if version != release.version {
+        bail!(
+            "{} is neither Debian's {} (SHA-256 {}, this file's is {sha}) nor QEMU {}'s \
+             release tarball (its VERSION: {version:?}); if it is a stale download, \
+             delete it and run again",
+            tarball.display(),
+            release.source.tarball,
+            release.source.sha256,
+            release.version,
+        );
+    }
+    eprintln!(
+        "==> {}: QEMU {version}'s own release tarball (SHA-256 {sha}), not Debian's",
+        tarball.display()
+    );
     Ok(())
 }
 
 /// The +ds tarball drops prebuilt firmware: meson still wants EDK2's .bz2
 /// inputs and, without `dtc` (10.1 on), the device trees it would compile.
-/// `-kernel` boots of `virt` need neither, so empty files do.
-fn blob_placeholders(src: &Path) -> Result<()> {
+/// `-kernel` boots of `virt` need neither, so empty files do. Returns the
+/// files it added.
+fn blob_placeholders(src: &Path) -> Result<Vec<PathBuf>> {
+    let mut added = Vec::new();
     const EMPTY_BZ2: &[u8] = b"BZh9\x17\x72\x45\x38\x50\x90\x00\x00\x00\x00";
     let quoted = |meson: &str| -> Result<Vec<String>> {
         let p = src.join(meson);
@@ -324,6 +435,7 @@ fn blob_placeholders(src: &Path) -> Result<()> {
             let p = src.join("pc-bios").join(format!("{word}.bz2"));
             if !p.exists() {
                 fs::write(&p, EMPTY_BZ2)?;
+                added.push(p);
             }
         }
     }
@@ -332,81 +444,29 @@ fn blob_placeholders(src: &Path) -> Result<()> {
             let p = src.join("pc-bios/dtb").join(&word);
             if !p.exists() {
                 fs::write(&p, b"")?;
+                added.push(p);
             }
         }
     }
-    Ok(())
+    Ok(added)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::setup::QEMU_RELEASES;
-
-    /// A patch's subject without its `[PATCH n/m]` (folded lines joined).
-    fn subject(patch: &str) -> Option<String> {
-        let mut lines = patch.lines().skip_while(|l| !l.starts_with("Subject: "));
-        let first = lines.next()?.strip_prefix("Subject: ")?;
-        let mut s = first.to_string();
-        for cont in lines.take_while(|l| l.starts_with(' ')) {
-            s.push_str(cont);
-        }
-        Some(match s.strip_prefix('[') {
-            Some(rest) => rest
-                .split_once("] ")
-                .map_or(s.clone(), |(_, t)| t.to_string()),
-            None => s,
-        })
-    }
-
-    fn subjects(release: &QemuRelease) -> Vec<String> {
-        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        series_patches(&release.patch_dir(&repo))
-            .unwrap()
-            .iter()
-            .map(|p| subject(&fs::read_to_string(p).unwrap()).expect("a subject"))
-            .collect()
-    }
-
-    /// The 10.2.2 series carries every change of the 10.0.2 one, in the
-    /// same order, but 10.0.2's first: 10.2 makes the generic vhost-user
-    /// device user-creatable itself.
-    #[test]
-    fn the_series_are_in_step() {
-        let (old, new) = (subjects(&QEMU_RELEASES[0]), subjects(&QEMU_RELEASES[1]));
-        assert!(!QEMU_RELEASES[1].stock);
-        assert_eq!(
-            old[0],
-            "hw/virtio: make the generic vhost-user device user-creatable"
-        );
-        assert_eq!(old[1..], new[..]);
-        assert!(new.len() >= 12, "{new:?}");
-    }
-
-    #[test]
-    fn subjects_are_read_without_the_prefix_and_unfolded() {
-        let p = "From x\nSubject: [PATCH 05/13] target/arm: FEAT_SPE registers served by\n vhost-device-spe\n\nbody\n";
-        assert_eq!(
-            subject(p).unwrap(),
-            "target/arm: FEAT_SPE registers served by vhost-device-spe"
-        );
-        assert_eq!(subject("Subject: plain\n").unwrap(), "plain");
-        assert_eq!(subject("no header"), None);
-    }
-
     #[test]
     fn series_key_changes_with_the_patches() {
         let d = std::env::temp_dir().join(format!("xtask-key-{}", std::process::id()));
         fs::create_dir_all(&d).unwrap();
         fs::write(d.join("0001-a.patch"), "one").unwrap();
-        let k1 = series_key(&d, "10.0.2").unwrap();
+        let k1 = series_key(&d, "11.1.3").unwrap();
         assert_ne!(k1, series_key(&d, "10.2.2").unwrap());
         fs::write(d.join("README"), "ignored").unwrap();
         fs::write(d.join("0000-cover-letter.patch"), "no diff").unwrap();
-        assert_eq!(k1, series_key(&d, "10.0.2").unwrap());
+        assert_eq!(k1, series_key(&d, "11.1.3").unwrap());
         assert_eq!(series_patches(&d).unwrap(), vec![d.join("0001-a.patch")]);
         fs::write(d.join("0002-b.patch"), "two").unwrap();
-        assert_ne!(k1, series_key(&d, "10.0.2").unwrap());
+        assert_ne!(k1, series_key(&d, "11.1.3").unwrap());
         fs::remove_dir_all(&d).unwrap();
     }
 }

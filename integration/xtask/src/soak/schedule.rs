@@ -9,7 +9,7 @@
 use spe_protocol::control::{FaultKind, Trigger, XlatFault};
 use std::time::Duration;
 
-/// QEMU's bound on a backend's reply (qemu-patches/10.0.2/0005): past
+/// QEMU's bound on a backend's reply (the series' SPE channel client): past
 /// it, QEMU turns SPE off. A stall stays this far below it.
 pub const STALL_BOUND: Duration = Duration::from_secs(10);
 const STALL_MARGIN: Duration = Duration::from_secs(2);
