@@ -83,10 +83,10 @@ const USAGE: &str = "usage: cargo xtask <command>
                      boot K under virtme-ng (from PyPI) with spe-qemu as its
                      QEMU and record with perf; then with the patched QEMU
                      alone, which must have no SPE (by hand, not in CI)
-  series-tree DIR    a QEMU 10.2.2 git tree in DIR (new) with the series as
-                     branch `spe` (git am of qemu-patches/10.2.2/; the
-                     cover letter is its description) and DIR/build
-                     configured, to work on the series
+  series-tree DIR    a QEMU 10.2.2 git tree in DIR/src (DIR new) with the
+                     series as branch `spe` (git am of qemu-patches/10.2.2/;
+                     the cover letter is its description) and DIR/build
+                     configured through the set-up's ccache, to work on it
   series-export [--check] DIR
                      write qemu-patches/10.2.2/ from DIR's branch with git
                      format-patch (--check: only compare; `test` checks
@@ -360,13 +360,22 @@ fn real_main(args: &[String]) -> Result<bool> {
                 .with_context(|| format!("{cmd}: which folder? (cargo xtask {cmd} DIR)"))?;
             let paths = Paths::discover()?;
             let release = QemuRelease::main();
+            // series-tree's DIR, or its DIR/src.
+            let tree = match Path::new(dir).join("src") {
+                t if t.join(".git").is_dir() => t,
+                _ => PathBuf::from(dir),
+            };
             if cmd == "series-tree" {
                 setup::new_series_tree(&paths, release, Path::new(dir))?;
             } else if rest.iter().any(|a| a == "--check") {
-                setup::check_round_trip(&paths, release, Path::new(dir))?;
-                println!("qemu-patches/{}/ is {dir}'s branch", release.version);
+                setup::check_round_trip(&paths, release, &tree)?;
+                println!(
+                    "qemu-patches/{}/ is {}'s branch",
+                    release.version,
+                    tree.display()
+                );
             } else {
-                setup::series_export(&paths, release, Path::new(dir))?;
+                setup::series_export(&paths, release, &tree)?;
             }
             Ok(true)
         }

@@ -103,7 +103,7 @@ pub(super) fn qemu(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
     if !build.join("build.ninja").exists() {
         let step = Step::new(format!("QEMU {label}: configure"));
         let _ = fs::remove_dir_all(&build);
-        configure(paths, &src, &build)?;
+        configure(paths, &src, &build, "ccache cc")?;
         step.done("configured");
     }
 
@@ -151,18 +151,22 @@ pub fn series_tree(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
     Ok(src)
 }
 
-/// `cargo xtask series-tree DIR`: a QEMU tree with the series' branch in
-/// DIR (new), configured as the set-up's is in DIR/build, to work on the
-/// series (`ninja -C DIR/build qemu-system-aarch64`, the harness pointed
-/// at it with the release's `override_var`) and write it back with
-/// `cargo xtask series-export DIR`.
+/// `cargo xtask series-tree DIR`: the set-up's layout in DIR (new): a QEMU
+/// tree with the series' branch in DIR/src and DIR/build configured as
+/// the set-up's, to work on the series (`ninja -C DIR/build
+/// qemu-system-aarch64`, the harness pointed at it with the release's
+/// `override_var`) and write it back with `cargo xtask series-export
+/// DIR/src`. DIR/cc runs the compiler through the set-up's ccache with
+/// DIR as its base, so the first build reuses the set-up's objects.
 pub fn new_series_tree(paths: &Paths, release: &QemuRelease, dir: &Path) -> Result<()> {
     if dir.exists() && fs::read_dir(dir)?.next().is_some() {
         bail!("series-tree: {} exists and is not empty", dir.display());
     }
     setup(paths, &[], &[])?;
     let tarball = qemu_source(paths, release)?;
-    let src = dir.to_path_buf();
+    fs::create_dir_all(dir)?;
+    let dir = dir.canonicalize()?;
+    let (src, build) = (dir.join("src"), dir.join("build"));
     let step = Step::new(format!(
         "{}: QEMU {}, branch {} (git am qemu-patches/{}/)",
         src.display(),
@@ -172,24 +176,44 @@ pub fn new_series_tree(paths: &Paths, release: &QemuRelease, dir: &Path) -> Resu
     ));
     unpack(&tarball, &src)?;
     series::create(&src, &release.patch_dir(&paths.repo), release)?;
-    let mut added = blob_placeholders(&src)?;
-    added.push(src.join("build"));
+    let added = blob_placeholders(&src)?;
     series::exclude(&src, &added)?;
     step.done("ready");
-    let step = Step::new(format!("{}: configure", src.join("build").display()));
-    configure(paths, &src, &src.join("build"))?;
+    let cc = cc_wrapper(paths, &dir)?;
+    let step = Step::new(format!("{}: configure", build.display()));
+    configure(paths, &src, &build, &cc.to_string_lossy())?;
     step.done("configured");
     println!(
-        "{d}: branch {b} on tag {t}\n  build:  ninja -C {d}/build qemu-system-aarch64\n  \
+        "{d}/src: branch {b} on tag {t}\n  build:  ninja -C {d}/build qemu-system-aarch64\n  \
          use it: {var}={d}/build/qemu-system-aarch64 cargo xtask test ...\n  \
-         cover letter: git branch --edit-description {b}\n  \
-         write back:   cargo xtask series-export {d}",
-        d = src.display(),
+         cover letter: git -C {d}/src branch --edit-description {b}\n  \
+         write back:   cargo xtask series-export {d}/src",
+        d = dir.display(),
         b = series::BRANCH,
         t = series::base_tag(release),
         var = release.override_var,
     );
     Ok(())
+}
+
+/// `dir`/cc: the compiler through the set-up's ccache with `dir` as its
+/// base, for a `dir/src` and `dir/build` pair outside the cache: their
+/// compilations hash as the set-up's own (see [`ccache`]), so a first
+/// build there mostly hits.
+fn cc_wrapper(paths: &Paths, dir: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let cc = dir.join("cc");
+    fs::write(
+        &cc,
+        format!(
+            "#!/bin/sh\n# The set-up's compiler cache, paths taken relative to this folder.\n\
+             CCACHE_DIR={} CCACHE_BASEDIR={} CCACHE_NOHASHDIR=1 exec ccache cc \"$@\"\n",
+            super::kernel::sh_quote(&paths.cache.join("ccache")),
+            super::kernel::sh_quote(dir),
+        ),
+    )?;
+    fs::set_permissions(&cc, fs::Permissions::from_mode(0o755))?;
+    Ok(cc)
 }
 
 /// Unpacks the QEMU tarball into `src` (created).
@@ -209,7 +233,7 @@ fn unpack(tarball: &Path, src: &Path) -> Result<()> {
 
 /// Configures a build of `src` in `build` (created) with [`CONFIGURE`],
 /// compiling through ccache ([`ccache`]).
-fn configure(paths: &Paths, src: &Path, build: &Path) -> Result<()> {
+fn configure(paths: &Paths, src: &Path, build: &Path, cc: &str) -> Result<()> {
     fs::create_dir_all(build)?;
     run_logged(
         "QEMU configure",
@@ -220,7 +244,7 @@ fn configure(paths: &Paths, src: &Path, build: &Path) -> Result<()> {
                 // The default python3 may be a pyenv build that cannot see
                 // Debian's meson.
                 .arg("--python=/usr/bin/python3")
-                .arg("--cc=ccache cc")
+                .arg(format!("--cc={cc}"))
                 .args(CONFIGURE),
         ),
         &build.join("configure.log"),
@@ -259,7 +283,8 @@ pub fn series_build(paths: &Paths, release: &QemuRelease) -> Result<bool> {
     let _ = fs::remove_dir_all(&work);
     unpack(&tarball, &src)?;
     blob_placeholders(&src)?;
-    configure(paths, &src, &build)?;
+    let cc = cc_wrapper(paths, &work)?;
+    configure(paths, &src, &build, &cc.to_string_lossy())?;
     let patches = series_patches(&release.patch_dir(&paths.repo))?;
     let mut table = format!(
         "# qemu-patches/{version}/ built one patch at a time on QEMU {version}\n\n| patch | builds | seconds |\n|---|---|---|\n"
