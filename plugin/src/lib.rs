@@ -1,4 +1,4 @@
-//! spe-plugin: a TCG plugin that makes an unpatched QEMU (10.2 on) a
+//! spe-plugin: a TCG plugin that makes an unpatched QEMU (10.2) a
 //! source of sampled operations for vhost-device-spe's paravirtual device.
 //!
 //! ```sh
