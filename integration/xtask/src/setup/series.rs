@@ -35,6 +35,14 @@ fn git(dir: &Path) -> Command {
     c
 }
 
+/// [`git`] committing as the series' sender.
+fn git_as(dir: &Path, cover: &Cover) -> Command {
+    let mut c = git(dir);
+    c.env("GIT_COMMITTER_NAME", &cover.name)
+        .env("GIT_COMMITTER_EMAIL", &cover.email);
+    c
+}
+
 /// What the cover letter holds that the branch does not: who sends the
 /// series and when the letter was written (its `From:` and `Date:`),
 /// and its subject and blurb (the branch description).
@@ -149,9 +157,7 @@ pub fn create(src: &Path, patch_dir: &Path, release: &QemuRelease) -> Result<()>
     let patches = super::qemu::series_patches(patch_dir)?;
     run(
         &format!("git am of {}", patch_dir.display()),
-        git(src)
-            .env("GIT_COMMITTER_NAME", &cover.name)
-            .env("GIT_COMMITTER_EMAIL", &cover.email)
+        git_as(src, &cover)
             .args([
                 "am",
                 "-q",
@@ -211,9 +217,7 @@ fn format_patch(tree: &Path, release: &QemuRelease, patch_dir: &Path, out: &Path
     fs::create_dir_all(out)?;
     run(
         "git format-patch",
-        git(tree)
-            .env("GIT_COMMITTER_NAME", &cover.name)
-            .env("GIT_COMMITTER_EMAIL", &cover.email)
+        git_as(tree, &cover)
             .env("GIT_COMMITTER_DATE", &cover.date)
             .args([
                 "format-patch",
@@ -266,15 +270,28 @@ fn differences(want: &[(String, Vec<u8>)], got: &[(String, Vec<u8>)]) -> Vec<Str
     out
 }
 
-/// `cargo xtask series-export DIR`: replaces `qemu-patches/<version>/`'s
-/// patches with those of DIR's branch.
-pub fn export(paths: &Paths, release: &QemuRelease, tree: &Path) -> Result<()> {
+/// `tree`'s branch as patch files in a scratch folder of the work area
+/// (`series-<what>-<version>`), and where they differ from the committed
+/// ones: (the committed folder, the scratch folder, the differences).
+fn regenerate(
+    paths: &Paths,
+    release: &QemuRelease,
+    tree: &Path,
+    what: &str,
+) -> Result<(PathBuf, PathBuf, Vec<String>)> {
     let patch_dir = release.patch_dir(&paths.repo);
     let out = paths
         .work()
-        .join(format!("series-export-{}", release.version));
+        .join(format!("series-{what}-{}", release.version));
     format_patch(tree, release, &patch_dir, &out)?;
-    let changes = differences(&patch_files(&patch_dir)?, &patch_files(&out)?);
+    let diff = differences(&patch_files(&patch_dir)?, &patch_files(&out)?);
+    Ok((patch_dir, out, diff))
+}
+
+/// `cargo xtask series-export DIR`: replaces `qemu-patches/<version>/`'s
+/// patches with those of DIR's branch.
+pub fn export(paths: &Paths, release: &QemuRelease, tree: &Path) -> Result<()> {
+    let (patch_dir, out, changes) = regenerate(paths, release, tree, "export")?;
     for e in fs::read_dir(&patch_dir)? {
         let p = e?.path();
         if p.extension().is_some_and(|x| x == "patch") {
@@ -296,12 +313,7 @@ pub fn export(paths: &Paths, release: &QemuRelease, tree: &Path) -> Result<()> {
 /// The round trip: `git format-patch` of the set-up's branch (made from
 /// the committed files with `git am`) gives the committed files back.
 pub fn check_round_trip(paths: &Paths, release: &QemuRelease, tree: &Path) -> Result<()> {
-    let patch_dir = release.patch_dir(&paths.repo);
-    let out = paths
-        .work()
-        .join(format!("series-round-trip-{}", release.version));
-    format_patch(tree, release, &patch_dir, &out)?;
-    let diff = differences(&patch_files(&patch_dir)?, &patch_files(&out)?);
+    let (_, out, diff) = regenerate(paths, release, tree, "round-trip")?;
     if !diff.is_empty() {
         bail!(
             "qemu-patches/{v}/ is not what `git format-patch` makes of its branch \
