@@ -90,12 +90,12 @@ pub(super) fn qemu(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
             )
         });
         let _ = fs::remove_dir_all(&src);
-        unpack(&tarball, &src)?;
-        if !release.stock {
-            series::create(&src, &patch_dir, release)?;
-        }
-        let added = blob_placeholders(&src)?;
-        series::exclude(&src, &added)?;
+        source_tree(
+            &tarball,
+            &src,
+            (!release.stock).then_some(&patch_dir),
+            release,
+        )?;
         write_atomic(&src_ok, b"ok\n")?;
         step.done("ready");
     }
@@ -174,10 +174,12 @@ pub fn new_series_tree(paths: &Paths, release: &QemuRelease, dir: &Path) -> Resu
         series::BRANCH,
         release.version
     ));
-    unpack(&tarball, &src)?;
-    series::create(&src, &release.patch_dir(&paths.repo), release)?;
-    let added = blob_placeholders(&src)?;
-    series::exclude(&src, &added)?;
+    source_tree(
+        &tarball,
+        &src,
+        Some(&release.patch_dir(&paths.repo)),
+        release,
+    )?;
     step.done("ready");
     let cc = cc_wrapper(paths, &dir)?;
     let step = Step::new(format!("{}: configure", build.display()));
@@ -214,6 +216,23 @@ fn cc_wrapper(paths: &Paths, dir: &Path) -> Result<PathBuf> {
     )?;
     fs::set_permissions(&cc, fs::Permissions::from_mode(0o755))?;
     Ok(cc)
+}
+
+/// The tarball unpacked into `src` (created), with the series' branch
+/// when `patch_dir` is given, and the placeholders the build wants kept
+/// out of `git status`.
+fn source_tree(
+    tarball: &Path,
+    src: &Path,
+    patch_dir: Option<&PathBuf>,
+    release: &QemuRelease,
+) -> Result<()> {
+    unpack(tarball, src)?;
+    if let Some(patch_dir) = patch_dir {
+        series::create(src, patch_dir, release)?;
+    }
+    let added = blob_placeholders(src)?;
+    series::exclude(src, &added)
 }
 
 /// Unpacks the QEMU tarball into `src` (created).
