@@ -3,7 +3,7 @@
 //! user's `-m` size as the machine's memory backend, `spe=on` and
 //! `spe-socket=` on the `-cpu`), and what the backend must be told (the
 //! vCPU count of `-smp`, EL2 for `virtualization=on`). With `--spe-stock`
-//! (an unpatched QEMU 10.2): the shared RAM, the generic vhost-user
+//! (an unpatched QEMU 10.2 or 11.1): the shared RAM, the generic vhost-user
 //! device and the TCG plugin instead of `spe=on`.
 
 use std::path::{Path, PathBuf};
@@ -67,7 +67,7 @@ pub struct SpeOptions {
     /// `--spe-record DIR`: the backend keeps every record there
     /// (`vhost-device-spe report DIR`).
     pub record: Option<PathBuf>,
-    /// `--spe-stock`: an unpatched QEMU (10.2), the paravirtual device
+    /// `--spe-stock`: an unpatched QEMU (10.2, 11.1), the paravirtual device
     /// and the TCG plugin as its sample source.
     pub stock: bool,
     /// `--spe-plugin PATH`: the TCG plugin (`libspe_plugin.so`).

@@ -52,7 +52,7 @@ Options (taken out before QEMU sees the command line):
                              qemu-system-aarch64-spe beside spe-qemu, else on PATH);
                              with --spe-stock, the QEMU you have (default:
                              qemu-system-aarch64 on PATH)
-  --spe-stock                an unpatched QEMU (10.2, built with
+  --spe-stock                an unpatched QEMU (10.2 or 11.1, built with
                              plugins): no spe=on; the guest gets the paravirtual
                              device (vhost-user-test-device-pci) and its driver
                              (guest-driver/virtio_spe) profiles the samples the
@@ -227,7 +227,7 @@ fn find_qemu(spe: &SpeOptions) -> Result<PathBuf, LaunchError> {
 fn find_stock_qemu(spe: &SpeOptions) -> Result<PathBuf, LaunchError> {
     find(&spe.qemu, None, "qemu-system-aarch64").ok_or(LaunchError::NotFound {
         what: "qemu-system-aarch64",
-        hint: "--spe-stock runs the QEMU on PATH (10.2, with plugins; QEMU 11 refuses the plugin), or name it with --spe-qemu",
+        hint: "--spe-stock runs the QEMU on PATH (10.2 or 11.1, with plugins), or name it with --spe-qemu",
     })
 }
 

@@ -1,4 +1,4 @@
-//! spe-plugin: a TCG plugin that makes an unpatched QEMU (10.2) a
+//! spe-plugin: a TCG plugin that makes an unpatched QEMU (10.2, 11.1) a
 //! source of sampled operations for vhost-device-spe's paravirtual device.
 //!
 //! ```sh
@@ -13,6 +13,7 @@
 //! backend through the ring the patched QEMU uses. The backend's model
 //! filters it and writes the SPE record into the guest's buffer.
 
+pub mod api;
 pub mod capture;
 pub mod count;
 pub mod threads;

@@ -1,5 +1,6 @@
 //! QEMU's side: the plugin's entry points and callbacks, over the C API
-//! (`qemu-plugin-sys`, API version 5: QEMU 10.1 and 10.2).
+//! (`qemu-plugin-sys`'s API version 5, QEMU 10.1 and 10.2, and the few
+//! functions version 7, QEMU 11.1, changed: [`crate::api`]).
 //!
 //! Per TB, one inline add takes its instructions off the vCPU's counter,
 //! and one conditional callback fires when the selection is in the TB,
@@ -16,7 +17,7 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
@@ -26,17 +27,65 @@ use spe_protocol::op::OpClass;
 use spe_protocol::op::SampledOp;
 use spe_protocol::regs::El;
 
+use crate::api;
 use crate::capture::{self, Context, Vcpu};
 use crate::count;
 use crate::feed::{Feed, VcpuFeed};
 use crate::threads::VcpuThreads;
 use crate::timestamp::Timestamps;
 
+/// The API version QEMU reads after loading the plugin: an `int` (an
+/// atomic has its layout), set by [`choose_version`] before QEMU reads it.
 #[no_mangle]
-pub static qemu_plugin_version: c_int = QEMU_PLUGIN_VERSION as c_int;
+pub static qemu_plugin_version: AtomicI32 = AtomicI32::new(QEMU_PLUGIN_VERSION as c_int);
+
+/// Run by the dynamic loader while QEMU loads the plugin.
+#[used]
+#[link_section = ".init_array"]
+static CHOOSE_VERSION: extern "C" fn() = choose_version;
+
+extern "C" fn choose_version() {
+    let v = api::version_for(|name| {
+        // SAFETY: a C string; QEMU's exported functions are global.
+        !unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) }.is_null()
+    });
+    qemu_plugin_version.store(v, Ordering::Relaxed);
+}
+
+fn is_v7() -> bool {
+    qemu_plugin_version.load(Ordering::Relaxed) >= api::V7
+}
+
+/// The functions whose arguments or result API version 7 changed, as it
+/// declares them (the bindings have version 5's).
+mod v7 {
+    use super::{qemu_plugin_id_t, qemu_plugin_register, qemu_plugin_tb, GByteArray};
+    use std::ffi::{c_uint, c_void};
+
+    pub type VcpuCb = unsafe extern "C" fn(vcpu: c_uint, udata: *mut c_void);
+    pub type TbTransCb = unsafe extern "C" fn(tb: *mut qemu_plugin_tb, udata: *mut c_void);
+    pub type UdataCb = unsafe extern "C" fn(udata: *mut c_void);
+
+    // The same symbols as the bindings' version 5 declarations: which
+    // one is called depends on the version QEMU accepted.
+    #[allow(clashing_extern_declarations)]
+    extern "C" {
+        #[link_name = "qemu_plugin_register_vcpu_init_cb"]
+        pub fn register_vcpu_init_cb(id: qemu_plugin_id_t, cb: VcpuCb, udata: *mut c_void);
+        #[link_name = "qemu_plugin_register_vcpu_resume_cb"]
+        pub fn register_vcpu_resume_cb(id: qemu_plugin_id_t, cb: VcpuCb, udata: *mut c_void);
+        #[link_name = "qemu_plugin_register_vcpu_tb_trans_cb"]
+        pub fn register_vcpu_tb_trans_cb(id: qemu_plugin_id_t, cb: TbTransCb, udata: *mut c_void);
+        #[link_name = "qemu_plugin_register_flush_cb"]
+        pub fn register_flush_cb(id: qemu_plugin_id_t, cb: UdataCb, udata: *mut c_void);
+        #[link_name = "qemu_plugin_read_register"]
+        pub fn read_register(handle: *mut qemu_plugin_register, buf: *mut GByteArray) -> bool;
+    }
+}
 
 extern "C" {
     fn g_array_free(array: *mut GArray, free_segment: c_int) -> *mut c_char;
+    fn g_array_get_element_size(array: *mut GArray) -> c_uint;
     fn g_byte_array_new() -> *mut GByteArray;
     fn g_byte_array_set_size(array: *mut GByteArray, length: c_uint) -> *mut GByteArray;
 }
@@ -224,19 +273,31 @@ impl Regs {
             return None;
         }
         let mut found = std::collections::HashMap::new();
+        // Version 6 made the descriptor longer (`is_readonly`): step by
+        // the array's own element size; the handle and the name come
+        // first in every version's.
         // SAFETY: a GArray of `len` descriptors, freed below.
-        let descs = unsafe {
-            std::slice::from_raw_parts(
-                (*array).data as *const qemu_plugin_reg_descriptor,
+        let (data, len, stride) = unsafe {
+            (
+                (*array).data as *const u8,
                 (*array).len as usize,
+                g_array_get_element_size(array) as usize,
             )
         };
-        for d in descs {
-            // SAFETY: QEMU's register names are C strings it keeps.
-            let name = unsafe { CStr::from_ptr(d.name) }
-                .to_string_lossy()
-                .into_owned();
-            found.insert(name, d.handle);
+        if stride < std::mem::size_of::<qemu_plugin_reg_descriptor>() {
+            // SAFETY: the array we were given.
+            unsafe { g_array_free(array, 1) };
+            return None;
+        }
+        for i in 0..len {
+            // SAFETY: element `i` of the array, which starts with a
+            // version 5 descriptor's fields; QEMU's register names are
+            // C strings it keeps.
+            let (handle, name) = unsafe {
+                let d = data.add(i * stride) as *const qemu_plugin_reg_descriptor;
+                ((*d).handle, CStr::from_ptr((*d).name))
+            };
+            found.insert(name.to_string_lossy().into_owned(), handle);
         }
         // SAFETY: frees the array we were given (not the names).
         unsafe { g_array_free(array, 1) };
@@ -262,9 +323,13 @@ impl Regs {
         // a callback registered with QEMU_PLUGIN_CB_R_REGS.
         unsafe {
             g_byte_array_set_size(self.buf, 0);
-            let n = qemu_plugin_read_register(h, self.buf);
+            let read = if is_v7() {
+                v7::read_register(h, self.buf)
+            } else {
+                qemu_plugin_read_register(h, self.buf) > 0
+            };
             let len = ((*self.buf).len as usize).min(8);
-            if n <= 0 || len == 0 {
+            if !read || len == 0 {
                 return 0;
             }
             let mut b = [0u8; 8];
@@ -534,7 +599,7 @@ fn complete_branch(p: &Plugin, vcpu: c_uint, pc: u64) -> Option<u64> {
     Some(left)
 }
 
-unsafe extern "C" fn on_tb_trans(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
+unsafe fn on_tb_trans(tb: *mut qemu_plugin_tb) {
     let p = plugin();
     if p.refused.load(Ordering::Relaxed) {
         return; // no inline operation either: see `crate::threads`
@@ -659,12 +724,12 @@ unsafe extern "C" fn on_check(vcpu: c_uint, udata: *mut c_void) {
     }
 }
 
-unsafe extern "C" fn on_flush(_id: qemu_plugin_id_t) {
+fn on_flush() {
     // The TB cache is gone: nothing refers to these any more.
     crate::lock(&plugin().tbs).clear();
 }
 
-unsafe extern "C" fn on_vcpu_init(_id: qemu_plugin_id_t, vcpu: c_uint) {
+fn on_vcpu_init(vcpu: c_uint) {
     let p = plugin();
     let Some(slot) = p.vcpus.get(vcpu as usize) else {
         out(&format!(
@@ -696,7 +761,7 @@ unsafe extern "C" fn on_vcpu_init(_id: qemu_plugin_id_t, vcpu: c_uint) {
     crate::lock(slot).regs = regs;
 }
 
-unsafe extern "C" fn on_vcpu_resume(_id: qemu_plugin_id_t, vcpu: c_uint) {
+fn on_vcpu_resume(vcpu: c_uint) {
     let p = plugin();
     p.started.get_or_init(Instant::now);
     // It idled: time went on without counting.
@@ -734,6 +799,57 @@ unsafe extern "C" fn on_exit(_id: qemu_plugin_id_t, _udata: *mut c_void) {
             String::new()
         }
     ));
+}
+
+// The callbacks in each version's shape: version 5's get the plugin's
+// id first, version 7's the (unused) user data last.
+unsafe extern "C" fn vcpu_init_v5(_id: qemu_plugin_id_t, vcpu: c_uint) {
+    on_vcpu_init(vcpu);
+}
+unsafe extern "C" fn vcpu_init_v7(vcpu: c_uint, _udata: *mut c_void) {
+    on_vcpu_init(vcpu);
+}
+unsafe extern "C" fn vcpu_resume_v5(_id: qemu_plugin_id_t, vcpu: c_uint) {
+    on_vcpu_resume(vcpu);
+}
+unsafe extern "C" fn vcpu_resume_v7(vcpu: c_uint, _udata: *mut c_void) {
+    on_vcpu_resume(vcpu);
+}
+unsafe extern "C" fn tb_trans_v5(_id: qemu_plugin_id_t, tb: *mut qemu_plugin_tb) {
+    // SAFETY: the TB QEMU is translating.
+    unsafe { on_tb_trans(tb) };
+}
+unsafe extern "C" fn tb_trans_v7(tb: *mut qemu_plugin_tb, _udata: *mut c_void) {
+    // SAFETY: the TB QEMU is translating.
+    unsafe { on_tb_trans(tb) };
+}
+unsafe extern "C" fn flush_v5(_id: qemu_plugin_id_t) {
+    on_flush();
+}
+unsafe extern "C" fn flush_v7(_udata: *mut c_void) {
+    on_flush();
+}
+
+/// # Safety
+/// `id` is the plugin's, in its install.
+unsafe fn register(id: qemu_plugin_id_t) {
+    let none = std::ptr::null_mut();
+    // SAFETY: our callbacks, each in the shape of the version QEMU
+    // accepted; the exit callback's is the same in both.
+    unsafe {
+        if is_v7() {
+            v7::register_vcpu_init_cb(id, vcpu_init_v7, none);
+            v7::register_vcpu_resume_cb(id, vcpu_resume_v7, none);
+            v7::register_vcpu_tb_trans_cb(id, tb_trans_v7, none);
+            v7::register_flush_cb(id, flush_v7, none);
+        } else {
+            qemu_plugin_register_vcpu_init_cb(id, Some(vcpu_init_v5));
+            qemu_plugin_register_vcpu_resume_cb(id, Some(vcpu_resume_v5));
+            qemu_plugin_register_vcpu_tb_trans_cb(id, Some(tb_trans_v5));
+            qemu_plugin_register_flush_cb(id, Some(flush_v5));
+        }
+        qemu_plugin_register_atexit_cb(id, Some(on_exit), none);
+    }
 }
 
 /// `socket=PATH`: the backend's `--plugin-socket`; `validate=on`: check
@@ -838,14 +954,9 @@ unsafe fn install(
     if PLUGIN.set(plugin).is_err() {
         return Err("installed twice".into());
     }
-    // SAFETY: registering our callbacks with our id.
-    unsafe {
-        qemu_plugin_register_vcpu_init_cb(id, Some(on_vcpu_init));
-        qemu_plugin_register_vcpu_resume_cb(id, Some(on_vcpu_resume));
-        qemu_plugin_register_vcpu_tb_trans_cb(id, Some(on_tb_trans));
-        qemu_plugin_register_flush_cb(id, Some(on_flush));
-        qemu_plugin_register_atexit_cb(id, Some(on_exit), std::ptr::null_mut());
-    }
+    // SAFETY: registering our callbacks with our id, in the shape of the
+    // version QEMU accepted.
+    unsafe { register(id) };
     out(&format!("feeding {} for {vcpus} vCPU(s)", socket.display()));
     Ok(())
 }

@@ -97,14 +97,20 @@ impl Apt {
                 list_marker,
             });
         }
+        Self::private(spec.release, cache)
+    }
+
+    /// The private configuration's apt (written under `cache`) with
+    /// `release`, one of its suites, as the target release.
+    pub fn private(release: &'static str, cache: &Path) -> Result<Apt> {
         let dir = cache.join("apt-trixie");
         let sources = private_stanza(&host::host_sources()?)?;
         let config = write_private_config(&dir, &sources, "")?;
         Ok(Apt {
             config: Some(config),
-            release: Some(spec.release),
-            what,
-            list_marker,
+            release: Some(release),
+            what: "the guest suites (trixie trixie-backports)",
+            list_marker: "binary-arm64_Packages",
         })
     }
 

@@ -1,11 +1,12 @@
-//! The stock-QEMU path: an unpatched QEMU 10.2.2 with the TCG plugin
-//! (`plugin/`) feeding the paravirtual device, which the guest's
-//! `virtio_spe` module drives.
+//! The stock-QEMU path: an unpatched QEMU (10.2.2 built here, Debian's
+//! 11.1.3) with the TCG plugin (`plugin/`) feeding the paravirtual
+//! device, which the guest's `virtio_spe` module drives.
 
 use crate::kernels::KernelSpec;
 use crate::proofs;
 use crate::scenario::{Expect, Judge, RunOutput, Scenario, SpeRun};
 use crate::scenarios::Set;
+use crate::setup::QemuRelease;
 use spe_protocol::profile::CpuProfile;
 
 /// The scenarios of [`scenarios`]: the only ones the unpatched QEMU runs.
@@ -30,10 +31,24 @@ pub fn is_stock(name: &str) -> bool {
     SCENARIOS.contains(&name)
 }
 
-/// Which kernels run them: the newest in CI, the middle one by hand (the
-/// unpatched QEMU's build already costs CI about 8 minutes); [`BY_HAND`]
-/// by hand on both.
-pub fn selection(name: &str, k: &KernelSpec) -> Option<Set> {
+/// Of [`SCENARIOS`], those CI runs on Debian's QEMU too: the profile,
+/// and its negative control (the same QEMU without the plugin).
+const ON_DEBIAN_IN_CI: &[&str] = &["stock-profile", "stock-no-plugin"];
+
+/// Which kernels run them on the stock QEMU `q`. The unpatched build:
+/// the newest in CI, the middle one by hand (its build already costs CI
+/// about 8 minutes); [`BY_HAND`] by hand on both. Debian's binary: the
+/// newest only, [`ON_DEBIAN_IN_CI`] in CI and the rest by hand.
+pub fn selection(name: &str, k: &KernelSpec, q: &QemuRelease) -> Option<Set> {
+    if q.source().is_none() {
+        return (k == KernelSpec::newest()).then(|| {
+            if ON_DEBIAN_IN_CI.contains(&name) {
+                Set::Ci
+            } else {
+                Set::ByHand
+            }
+        });
+    }
     if BY_HAND.contains(&name) && (k == KernelSpec::newest() || k.private_apt) {
         Some(Set::ByHand)
     } else if k == KernelSpec::newest() {

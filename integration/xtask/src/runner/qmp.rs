@@ -105,7 +105,7 @@ impl Qmp {
             if Instant::now() > deadline {
                 bail!("QMP {cmd}: no event within {} s", within.as_secs());
             }
-            sleep(Duration::from_millis(10));
+            sleep(Duration::from_millis(1));
         }
         Ok(())
     }

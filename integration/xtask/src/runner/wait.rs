@@ -70,7 +70,10 @@ impl Run<'_> {
                 }
                 if let Some(m) = on_marker.filter(|m| console.contains(m.marker)) {
                     on_marker = None;
-                    self.act(m.action, backend.as_deref_mut());
+                    if let Err(e) = self.act(m.action, backend.as_deref_mut(), qmp.as_deref_mut()) {
+                        qemu.kill();
+                        return Ok((Ending::QmpFailed(format!("{e:#}")), spu));
+                    }
                 }
             }
             if !quitting && watcher.active() {

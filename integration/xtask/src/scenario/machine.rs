@@ -47,6 +47,11 @@ pub enum MarkerAction {
     /// restarted (its log goes on in `backend.log`, the time taken in
     /// `restart.log`).
     Restart,
+    /// Pause the VM and let it run again (QMP `stop`, then `cont`, each
+    /// waited for by its event) this many times in a row: exit requests
+    /// from another thread while the vCPUs count (`stop-cont.log`). A
+    /// `stop` not taken within QEMU's grace fails the run.
+    StopCont(u32),
 }
 
 /// Once the console shows `marker`, the runner does `action`.
@@ -75,6 +80,13 @@ impl OnMarker {
         OnMarker {
             marker,
             action: MarkerAction::Restart,
+        }
+    }
+
+    pub const fn stop_cont(marker: &'static str, times: u32) -> OnMarker {
+        OnMarker {
+            marker,
+            action: MarkerAction::StopCont(times),
         }
     }
 }

@@ -295,6 +295,19 @@ pub fn check_stall(out: &RunOutput) -> Result<(), String> {
     j.finish()
 }
 
+/// Every stop of the loop was taken (the runner ends the run at the
+/// first one that is not), and the recording across them decodes.
+pub fn check_stop_cont(out: &RunOutput) -> Result<(), String> {
+    let j = Judge::new(out);
+    let log = std::fs::read_to_string(out.dir.join("stop-cont.log")).unwrap_or_default();
+    let want = format!("stops taken: {n} of {n}\n", n = super::list::STOP_CONTS);
+    j.check(log.starts_with(&want), || {
+        format!("not every stop was taken: {:?}", log.trim())
+    });
+    recorded_on(&j, &["exit_records"]);
+    j.finish()
+}
+
 /// Each of `keys` a positive count, and no decoder errors (`bad`): the
 /// recordings around a backend incident decode.
 fn recorded_on(j: &Judge, keys: &[&str]) {

@@ -12,6 +12,9 @@ use std::time::Duration;
 
 type CheckFn = fn(&RunOutput) -> Result<(), String>;
 
+/// The stop/cont pairs of `spe-exit-requests`.
+pub const STOP_CONTS: u32 = 400;
+
 fn n1() -> SpeRun {
     SpeRun::new(CpuProfile::NeoverseN1)
 }
@@ -234,6 +237,21 @@ fn booted_with_a_device_tree() -> Vec<Scenario> {
             on_marker: Some(OnMarker::stall("SPE-STALL-NOW", Duration::from_secs(4))),
             ..n1()
         }),
+        // Exit requests while the vCPU counts to its next sample: QMP
+        // stop and cont, 400 times while perf records, on one vCPU (with
+        // two, the other's pause makes QEMU kick the first again, which
+        // would hide a request the count lost). Each stop must be taken.
+        Scenario::new(
+            "spe-exit-requests",
+            "spe-exit-requests",
+            240,
+            Expect::pass(check_stop_cont),
+        )
+        .spe(SpeRun {
+            on_marker: Some(OnMarker::stop_cont("SPE-STOP-CONT-NOW", STOP_CONTS)),
+            ..n1()
+        })
+        .vcpus(1),
         // A backend killed while perf records and started again on the
         // same socket: QEMU reconnects, restores the registers and the
         // loss shows as TRUNCATED|PARTIAL AUX data; SPE works on.

@@ -88,7 +88,7 @@ pub fn selection_on(s: &Scenario, k: &KernelSpec, q: &QemuRelease) -> Option<Set
     if crate::stock::is_stock(s.name) != q.stock {
         None
     } else if q.stock {
-        crate::stock::selection(s.name, k)
+        crate::stock::selection(s.name, k, q)
     } else {
         selection(s, k)
     }
@@ -192,6 +192,8 @@ mod tests {
     fn the_stock_qemu_runs_its_own_scenarios_only() {
         let all = super::super::all();
         let stock = QemuRelease::by_version("stock").unwrap();
+        let debian = QemuRelease::by_version("11.1").unwrap();
+        assert_eq!(debian.label(), "11.1.3-debian");
         for k in MATRIX {
             for s in &all {
                 let on_stock = selection_on(s, k, stock);
@@ -207,11 +209,25 @@ mod tests {
                         None
                     };
                     assert_eq!(on_stock, want, "{} on {}", s.name, k.name);
+                    let on_debian = selection_on(s, k, debian);
+                    let want = (k == KernelSpec::newest()).then_some(
+                        if ["stock-profile", "stock-no-plugin"].contains(&s.name) {
+                            Set::Ci
+                        } else {
+                            Set::ByHand
+                        },
+                    );
+                    assert_eq!(
+                        on_debian, want,
+                        "{} on {} under Debian's QEMU",
+                        s.name, k.name
+                    );
                     for q in QemuRelease::patched() {
                         assert_eq!(selection_on(s, k, q), None, "{} on {}", s.name, q.version);
                     }
                 } else {
                     assert_eq!(on_stock, None, "{} on the stock QEMU", s.name);
+                    assert_eq!(selection_on(s, k, debian), None, "{} on Debian's", s.name);
                 }
             }
         }

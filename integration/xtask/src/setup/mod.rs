@@ -7,6 +7,7 @@
 
 mod acpi_test;
 mod apt;
+mod debian_qemu;
 mod grub;
 mod kernel;
 mod qemu;
@@ -38,18 +39,38 @@ pub struct QemuSource {
     pub sha256: &'static str,
 }
 
-/// A QEMU release: the series' (`qemu-patches/<version>/`) or the stock
-/// path's unpatched build of the same source.
+/// A Debian binary package of QEMU, from one suite of the private apt
+/// configuration (`kernels::Apt`), unpacked with the suite's own
+/// libraries and run through the suite's dynamic loader.
+#[derive(Debug, PartialEq, Eq)]
+pub struct DebianBinary {
+    pub package: &'static str,
+    pub package_version: &'static str,
+    pub suite: &'static str,
+}
+
+/// Where a release's QEMU comes from.
+#[derive(Debug, PartialEq, Eq)]
+pub enum QemuOrigin {
+    /// Built here from a source tarball.
+    Source(QemuSource),
+    /// Debian's own build: what users of that suite run.
+    Debian(DebianBinary),
+}
+
+/// A QEMU release: the series' (`qemu-patches/<version>/`), the stock
+/// path's unpatched build of the same source, or Debian's own binary of
+/// a newer QEMU for the stock path.
 #[derive(Debug, PartialEq, Eq)]
 pub struct QemuRelease {
     pub version: &'static str,
-    pub source: QemuSource,
+    pub origin: QemuOrigin,
     /// The generic vhost-user device the paravirtual path plugs in.
     pub vhost_user_device: &'static str,
     /// The variable that points the harness at a hand-built binary instead.
     pub override_var: &'static str,
-    /// Built as the tarball has it, without a series: the stock-QEMU
-    /// path's QEMU (the TCG plugin and the paravirtual device).
+    /// Without the series (built as the tarball has it, or Debian's): a
+    /// stock-QEMU path's QEMU (the TCG plugin and the paravirtual device).
     pub stock: bool,
 }
 
@@ -64,21 +85,33 @@ const QEMU_10_2_2: QemuSource = QemuSource {
 const VHOST_USER_TEST_DEVICE: &str = "vhost-user-test-device-pci";
 
 /// The releases, the patched one first: `cargo xtask test`'s matrix, the
-/// demo and `install` run on it; the stock one runs the stock path's
-/// scenarios.
+/// demo and `install` run on it; the stock ones run the stock path's
+/// scenarios: the unpatched 10.2.2 (the oldest plugin API the plugin
+/// speaks, 5) and Debian's QEMU 11.1 (the newest, 7).
 pub const QEMU_RELEASES: &[QemuRelease] = &[
     QemuRelease {
         version: "10.2.2",
-        source: QEMU_10_2_2,
+        origin: QemuOrigin::Source(QEMU_10_2_2),
         vhost_user_device: VHOST_USER_TEST_DEVICE,
         override_var: "SPE_QEMU",
         stock: false,
     },
     QemuRelease {
         version: "10.2.2",
-        source: QEMU_10_2_2,
+        origin: QemuOrigin::Source(QEMU_10_2_2),
         vhost_user_device: VHOST_USER_TEST_DEVICE,
         override_var: "SPE_QEMU_STOCK",
+        stock: true,
+    },
+    QemuRelease {
+        version: "11.1.3",
+        origin: QemuOrigin::Debian(DebianBinary {
+            package: "qemu-system-arm",
+            package_version: "1:11.1.3+ds-2~bpo13+1",
+            suite: "trixie-backports",
+        }),
+        vhost_user_device: VHOST_USER_TEST_DEVICE,
+        override_var: "SPE_QEMU_DEBIAN",
         stock: true,
     },
 ];
@@ -95,16 +128,18 @@ impl QemuRelease {
     }
 
     /// `--qemu V`: a release by its version, or by its first two numbers
-    /// (`10.2`); `stock` is the unpatched one.
+    /// (`10.2`: the patched one of that version), or by its label;
+    /// `stock` is the unpatched 10.2.2.
     pub fn by_version(v: &str) -> Result<&'static QemuRelease> {
         QEMU_RELEASES
             .iter()
             .find(|r| {
                 if v == "stock" {
-                    return r.stock;
+                    return r.stock && r.source().is_some();
                 }
-                !r.stock
-                    && (r.version == v || r.version.rsplit_once('.').is_some_and(|(mm, _)| mm == v))
+                r.label() == v
+                    || r.version == v
+                    || r.version.rsplit_once('.').is_some_and(|(mm, _)| mm == v)
             })
             .with_context(|| {
                 let all: Vec<String> = QEMU_RELEASES.iter().map(|r| r.label()).collect();
@@ -115,13 +150,22 @@ impl QemuRelease {
             })
     }
 
-    /// The version, and `-stock` for the unpatched build: the name of its
-    /// cache folder, runs folder and install prefix.
+    /// The version, with `-stock` for the unpatched build and `-debian`
+    /// for Debian's: the name of its cache folder, runs folder and
+    /// install prefix.
     pub fn label(&self) -> String {
-        if self.stock {
-            format!("{}-stock", self.version)
-        } else {
-            self.version.to_string()
+        match (&self.origin, self.stock) {
+            (QemuOrigin::Debian(_), _) => format!("{}-debian", self.version),
+            (QemuOrigin::Source(_), true) => format!("{}-stock", self.version),
+            (QemuOrigin::Source(_), false) => self.version.to_string(),
+        }
+    }
+
+    /// The source it is built from; `None` for a Debian binary.
+    pub fn source(&self) -> Option<&QemuSource> {
+        match &self.origin {
+            QemuOrigin::Source(s) => Some(s),
+            QemuOrigin::Debian(_) => None,
         }
     }
 

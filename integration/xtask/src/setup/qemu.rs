@@ -1,7 +1,7 @@
 //! The patched QEMUs: each release's source (Debian's tarball), its patch
 //! series applied, configured and built once per series.
 
-use super::{series, setup, Paths, QemuRelease};
+use super::{series, setup, Paths, QemuOrigin, QemuRelease, QemuSource};
 use crate::kernels::Apt;
 use crate::util::{run, run_logged, write_atomic, Step};
 use anyhow::{bail, Context, Result};
@@ -64,6 +64,9 @@ pub(super) fn qemu(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
         }
         eprintln!("==> QEMU {} from {var}: {}", release.label(), q.display());
         return Ok(q);
+    }
+    if let QemuOrigin::Debian(deb) = &release.origin {
+        return super::debian_qemu::binary(paths, release, deb);
     }
     let version = release.version;
     let patch_dir = release.patch_dir(&paths.repo);
@@ -362,19 +365,22 @@ pub fn series_build(paths: &Paths, release: &QemuRelease) -> Result<bool> {
 /// says so): the same source with the firmware Debian strips. Another
 /// version is never used.
 fn qemu_source(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
-    let source = &release.source;
+    let source = release
+        .source()
+        .with_context(|| format!("QEMU {} is Debian's binary: no source", release.label()))?;
     if let Some(t) = std::env::var_os(TARBALL_VAR).filter(|t| !t.is_empty()) {
         let t = PathBuf::from(t);
-        check_tarball(&t, release).with_context(|| format!("{TARBALL_VAR}={}", t.display()))?;
+        check_tarball(&t, release.version, source)
+            .with_context(|| format!("{TARBALL_VAR}={}", t.display()))?;
         return Ok(t);
     }
     let dl = paths.cache.join("downloads");
     fs::create_dir_all(&dl)?;
     let tarball = dl.join(source.tarball);
     if !tarball.exists() {
-        download(paths, release, &dl)?;
+        download(paths, release.version, source, &dl)?;
     }
-    check_tarball(&tarball, release)?;
+    check_tarball(&tarball, release.version, source)?;
     Ok(tarball)
 }
 
@@ -382,8 +388,7 @@ fn qemu_source(paths: &Paths, release: &QemuRelease) -> Result<PathBuf> {
 const TARBALL_VAR: &str = "SPE_QEMU_TARBALL";
 
 /// `apt-get source --download-only qemu=<pinned>` from unstable into `dl`.
-fn download(paths: &Paths, release: &QemuRelease, dl: &Path) -> Result<()> {
-    let source = &release.source;
+fn download(paths: &Paths, version: &str, source: &QemuSource, dl: &Path) -> Result<()> {
     let apt = Apt::for_unstable_sources(&paths.cache)?;
     if !apt.lists_present() {
         apt.update()?;
@@ -412,14 +417,14 @@ fn download(paths: &Paths, release: &QemuRelease, dl: &Path) -> Result<()> {
          release tarball qemu-{v}.tar.xz (from QEMU's download page, with its signature) \
          or Debian's {t} (SHA-256 {sha}) from a snapshot of the archive: name either \
          with {TARBALL_VAR}=PATH and run again. No other version is used.",
-        v = release.version,
+        v = version,
         t = source.tarball,
         sha = source.sha256,
     )
 }
 
 /// Debian's tarball by its SHA-256, or QEMU's own by its `VERSION` file.
-fn check_tarball(tarball: &Path, release: &QemuRelease) -> Result<()> {
+fn check_tarball(tarball: &Path, want: &str, source: &QemuSource) -> Result<()> {
     let mut hasher = Sha256::new();
     std::io::copy(
         &mut fs::File::open(tarball).with_context(|| format!("opening {}", tarball.display()))?,
@@ -431,7 +436,7 @@ fn check_tarball(tarball: &Path, release: &QemuRelease) -> Result<()> {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    if sha == release.source.sha256 {
+    if sha == source.sha256 {
         return Ok(());
     }
     let out = Command::new("tar")
@@ -441,15 +446,15 @@ fn check_tarball(tarball: &Path, release: &QemuRelease) -> Result<()> {
         .output()
         .context("running tar")?;
     let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if version != release.version {
+    if version != want {
         bail!(
             "{} is neither Debian's {} (SHA-256 {}, this file's is {sha}) nor QEMU {}'s \
              release tarball (its VERSION: {version:?}); if it is a stale download, \
              delete it and run again",
             tarball.display(),
-            release.source.tarball,
-            release.source.sha256,
-            release.version,
+            source.tarball,
+            source.sha256,
+            want,
         );
     }
     eprintln!(

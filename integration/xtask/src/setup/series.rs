@@ -143,7 +143,8 @@ pub fn create(src: &Path, patch_dir: &Path, release: &QemuRelease) -> Result<()>
     base(&mut commit);
     let msg = format!(
         "QEMU {}\n\nThe release tarball {}.",
-        release.version, release.source.tarball
+        release.version,
+        release.source().map_or("(none)", |s| s.tarball)
     );
     run(
         "git commit",
