@@ -70,6 +70,11 @@ impl KernelSpec {
     }
 }
 
+/// What the guest suites' apt reads, for messages, and the part of a
+/// list file's name that shows its lists were fetched.
+const GUEST_SUITES: &str = "the guest suites (trixie trixie-backports)";
+const ARM64_LISTS: &str = "binary-arm64_Packages";
+
 /// How to run apt for one kernel's suite.
 pub struct Apt {
     /// `APT_CONFIG` for the private configuration; `None`: the host's.
@@ -87,14 +92,12 @@ impl Apt {
     /// The apt for `spec`, writing the private configuration under `cache`
     /// if it needs one.
     pub fn for_kernel(spec: &KernelSpec, cache: &Path) -> Result<Apt> {
-        let what = "the guest suites (trixie trixie-backports)";
-        let list_marker = "binary-arm64_Packages";
         if !spec.private_apt {
             return Ok(Apt {
                 config: None,
                 release: None,
-                what,
-                list_marker,
+                what: GUEST_SUITES,
+                list_marker: ARM64_LISTS,
             });
         }
         Self::private(spec.release, cache)
@@ -109,8 +112,8 @@ impl Apt {
         Ok(Apt {
             config: Some(config),
             release: Some(release),
-            what: "the guest suites (trixie trixie-backports)",
-            list_marker: "binary-arm64_Packages",
+            what: GUEST_SUITES,
+            list_marker: ARM64_LISTS,
         })
     }
 
