@@ -14,6 +14,7 @@
  *   spe-workload classes ITERATIONS
  *   spe-workload levels SECONDS
  *   spe-workload false-sharing SECONDS [padded]
+ *   spe-workload ipis SECONDS [CPUS]
  *   spe-workload branches FILE
  *
  * Runs until ITERATIONS passes (default 200) or SECONDS of wall time,
@@ -84,6 +85,15 @@
  * `padded`) a line apart, for perf c2c to find or not find the shared
  * line. It prints the counters' addresses.
  *
+ * `ipis` mode runs, for SECONDS, the strided loop on CPUs 1 to CPUS - 1
+ * (CPUS default 2) while the main thread, on CPU 0, makes
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) calls: each interrupts
+ * those CPUs with an IPI and returns once every one has taken it. An IPI
+ * is an exit request to a vCPU that runs TBs; one the vCPU lost would hold
+ * its call until something else stopped the vCPU (on a tickless CPU, up to
+ * a second). It prints the calls, their median and longest time, and how
+ * many took over IPI_SLOW_MS.
+ *
  * `branches` mode runs nothing: it writes the direct branches in and after
  * spe_workload_strided and spe_workload_branchy to FILE, one
  * `0xPC 0xTARGET` line each, decoded from the binary's own code, so that a
@@ -102,6 +112,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/membarrier.h>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -788,6 +799,90 @@ static int false_sharing(uint64_t seconds, int padded)
     return 0;
 }
 
+#define IPI_SLOW_MS 100
+#define IPI_MAX_CALLS (1u << 20)
+
+static volatile int ipi_stop;
+static uint32_t ipi_us[IPI_MAX_CALLS];
+
+__attribute__((noinline)) void *spe_workload_ipi_target(void *arg)
+{
+    uint32_t pass = 0;
+
+    (void)arg;
+    while (!ipi_stop)
+        spe_workload_strided(pass++);
+    return NULL;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+static int ipis(uint64_t seconds, int cpus)
+{
+    pthread_t t[64];
+    cpu_set_t set;
+    uint64_t start, end;
+    uint32_t calls = 0, slow = 0;
+    int n = 0;
+
+    if (cpus < 2 || cpus > 64) {
+        fprintf(stderr, "ipis: CPUS must be 2 to 64\n");
+        return 1;
+    }
+    CPU_ZERO(&set);
+    CPU_SET(0, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) ||
+        syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+                0, 0)) {
+        perror("ipis");
+        return 1;
+    }
+    for (n = 0; n < cpus - 1; n++) {
+        pthread_attr_t attr;
+
+        CPU_ZERO(&set);
+        CPU_SET(n + 1, &set);
+        pthread_attr_init(&attr);
+        pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+        if (pthread_create(&t[n], &attr, spe_workload_ipi_target, NULL)) {
+            perror("pthread_create");
+            return 1;
+        }
+        pthread_attr_destroy(&attr);
+    }
+    /* Let the targets reach their loop (and their CPUs stop ticking). */
+    sleep(1);
+    start = now_ns();
+    end = start + seconds * 1000000000u;
+    for (uint64_t t0 = start; t0 < end && calls < IPI_MAX_CALLS;) {
+        uint64_t t1;
+
+        if (syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0)) {
+            perror("membarrier");
+            return 1;
+        }
+        t1 = now_ns();
+        ipi_us[calls] = (uint32_t)((t1 - t0) / 1000);
+        slow += t1 - t0 > IPI_SLOW_MS * 1000000ull;
+        calls++;
+        t0 = t1;
+    }
+    ipi_stop = 1;
+    while (n--)
+        pthread_join(t[n], NULL);
+    qsort(ipi_us, calls, sizeof(ipi_us[0]), cmp_u32);
+    printf("SPE-RESULT ipi_calls=%u ipi_targets=%d ipi_median_us=%u "
+           "ipi_longest_us=%u ipi_slow=%u ipi_slow_ms=%u\n",
+           calls, cpus - 1, calls ? ipi_us[calls / 2] : 0,
+           calls ? ipi_us[calls - 1] : 0, slow, IPI_SLOW_MS);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 2 && !strcmp(argv[1], "branches")) {
@@ -819,6 +914,9 @@ int main(int argc, char **argv)
         return alias(argc > 2 ? strtoull(argv[2], NULL, 0) : 1);
     if (argc > 1 && !strcmp(argv[1], "levels"))
         return levels(argc > 2 ? strtoull(argv[2], NULL, 0) : 4);
+    if (argc > 1 && !strcmp(argv[1], "ipis"))
+        return ipis(argc > 2 ? strtoull(argv[2], NULL, 0) : 4,
+                    argc > 3 ? atoi(argv[3]) : 2);
     if (argc > 1 && !strcmp(argv[1], "false-sharing"))
         return false_sharing(argc > 2 ? strtoull(argv[2], NULL, 0) : 3,
                              argc > 3 && !strcmp(argv[3], "padded"));

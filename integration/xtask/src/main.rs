@@ -113,7 +113,8 @@ const USAGE: &str = "usage: cargo xtask <command>
                      the host's clock (=host: the design's path, idle
                      host only); --ab (twice or more): spe=off and the
                      default period only, with each QEMU build in turn,
-                     and each build's overhead in points; --vcpus 1: a
+                     and each build's overhead in points (--rows N:
+                     row N in place of the default period); --vcpus 1: a
                      guest of one vCPU (perf shares it with the workload;
                      needed with --qemu stock --instructions);
                      --rows 4,2: only those rows of the table (counted
@@ -346,10 +347,14 @@ fn real_main(args: &[String]) -> Result<bool> {
             };
             if builds.is_empty() {
                 bench::run(&rig, runs, measure, rows.as_deref())
-            } else if rows.is_some() {
-                bail!("--rows: --ab measures its own two rows")
             } else {
-                bench::run_ab(&rig, runs, &builds, measure)
+                // The default period, or the one row asked for.
+                let row = match rows.as_deref() {
+                    None => 4,
+                    Some(&[n]) => n,
+                    Some(_) => bail!("--rows: --ab compares one row with spe=off"),
+                };
+                bench::run_ab(&rig, runs, &builds, row, measure)
             }
         }
         "series-build" => each_series(cmd, qemu, setup::series_build),

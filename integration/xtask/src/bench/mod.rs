@@ -383,19 +383,24 @@ fn time_one(rig: &Rig, c: &Config, tag: &str, o: &mut Outcome, measure: Measure)
     Ok(())
 }
 
-/// `bench-overhead --ab NAME=QEMU ...`: the default-period overhead of
-/// each QEMU build, booting them in turn (each round: every build's
-/// `spe=off`, then its default-period run), so that the builds share the
+/// `bench-overhead --ab NAME=QEMU ...`: the overhead of row `row` of
+/// [`configs`] (counted from 1; the default period unless `--rows N`)
+/// for each QEMU build, booting them in turn (each round: every build's
+/// `spe=off`, then its run of the row), so that the builds share the
 /// machine's slow spells. Prints each build's rows and its overhead in
 /// points of `spe=off`, medians and fastest runs.
 pub fn run_ab(
     rig: &Rig,
     runs: usize,
     builds: &[(String, PathBuf)],
+    row: usize,
     measure: Measure,
 ) -> Result<bool> {
     let all = configs();
-    let pair = [all[0].clone(), all[3].clone()];
+    let Some(on) = row.checked_sub(1).and_then(|i| all.get(i)).filter(|_| row > 1) else {
+        bail!("--rows: there is no row {row} to compare with spe=off");
+    };
+    let pair = [all[0].clone(), on.clone()];
     let mut outcomes: Vec<[Outcome; 2]> = builds
         .iter()
         .map(|_| [Outcome::Measured(Vec::new()), Outcome::Measured(Vec::new())])
@@ -422,7 +427,7 @@ pub fn run_ab(
         .flat_map(|(n, [off, on])| {
             [
                 (format!("{n}: spe=off"), off.clone()),
-                (format!("{n}: default period"), on.clone()),
+                (format!("{n}: {}", pair[1].name.trim()), on.clone()),
             ]
         })
         .collect();

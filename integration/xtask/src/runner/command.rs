@@ -131,7 +131,8 @@ impl Rig {
                 ))
             )
         };
-        format!("console=ttyAMA0 panic=-1 {append}")
+        let extra = spe.map_or("", |s| s.kernel_args);
+        format!("console=ttyAMA0 panic=-1 {append}{extra}")
     }
 
     /// How the guest boots ([`Boot`]): the kernel, the initramfs and the

@@ -144,6 +144,9 @@ pub struct SpeRun {
     pub log: Option<&'static str>,
     /// More QEMU options (e.g. `-seed`).
     pub qemu_args: &'static [&'static str],
+    /// More guest kernel options, each with its leading space (e.g.
+    /// ` nohz_full=1`).
+    pub kernel_args: &'static str,
     /// More backend options (e.g. `--choice NAME=VALUE`: CONSTRAINED
     /// UNPREDICTABLE and IMPLEMENTATION DEFINED behaviours other than the
     /// defaults; `--align BYTES`).
@@ -183,6 +186,7 @@ impl SpeRun {
             record: false,
             log: None,
             qemu_args: &[],
+            kernel_args: "",
             backend_args: &[],
             paravirt: false,
             stock: false,

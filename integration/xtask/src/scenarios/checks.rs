@@ -308,6 +308,16 @@ pub fn check_stop_cont(out: &RunOutput) -> Result<(), String> {
     j.finish()
 }
 
+/// Every membarrier() call's IPIs were taken within the guest's bound
+/// (`ipi_slow` 0 of `ipi_calls`), and the recording around them decodes.
+pub fn check_ipis(out: &RunOutput) -> Result<(), String> {
+    let j = Judge::new(out);
+    j.positive(&["ipi_calls", "ipi_targets"]);
+    j.zero(&["ipi_slow"]);
+    recorded_on(&j, &["ipi_records"]);
+    j.finish()
+}
+
 /// Each of `keys` a positive count, and no decoder errors (`bad`): the
 /// recordings around a backend incident decode.
 fn recorded_on(j: &Judge, keys: &[&str]) {

@@ -240,7 +240,9 @@ fn booted_with_a_device_tree() -> Vec<Scenario> {
         // Exit requests while the vCPU counts to its next sample: QMP
         // stop and cont, 400 times while perf records, on one vCPU (with
         // two, the other's pause makes QEMU kick the first again, which
-        // would hide a request the count lost). Each stop must be taken.
+        // would hide a request the count lost). Each stop must be taken;
+        // the vCPU's tick takes a lost one within 4 ms, so spe-ipis is the
+        // run that tells a lost request.
         Scenario::new(
             "spe-exit-requests",
             "spe-exit-requests",
@@ -252,6 +254,22 @@ fn booted_with_a_device_tree() -> Vec<Scenario> {
             ..n1()
         })
         .vcpus(1),
+        // Exit requests from another vCPU's thread: IPIs (membarrier) to
+        // vCPUs that count to their next sample, tickless so that nothing
+        // else would stop a vCPU that lost one. Each within IPI_SLOW_MS.
+        Scenario::new("spe-ipis", "spe-ipis", 240, Expect::pass(check_ipis))
+            .spe(SpeRun {
+                kernel_args: " nohz_full=1",
+                ..n1()
+            })
+            .vcpus(2),
+        // The same with seven targets on eight vCPUs (on two host CPUs).
+        Scenario::new("spe-ipis-smp8", "spe-ipis", 480, Expect::pass(check_ipis))
+            .spe(SpeRun {
+                kernel_args: " nohz_full=1-7",
+                ..n1()
+            })
+            .vcpus(8),
         // A backend killed while perf records and started again on the
         // same socket: QEMU reconnects, restores the registers and the
         // loss shows as TRUNCATED|PARTIAL AUX data; SPE works on.
