@@ -4,9 +4,10 @@
 //! ([`branch`], [`select_condition`]).
 //!
 //! [`classify`] is the Rust twin of the patched QEMU's `spe_classify()`
-//! (the series' sampler patch, before its SVE patch): the same masks, in the
-//! same order, with the same choices, so that a sample source outside
-//! QEMU (the TCG plugin) classifies as the full-emulation path does.
+//! (the series' first sampler patch, before its SVE patch): the same
+//! masks, in the same order, with the same choices, so that a sample
+//! source outside QEMU (the TCG plugin) classifies as the full-emulation
+//! path does.
 //! `tests/classify_matches_qemu.rs` runs both on the same encodings.
 //! SVE and SME encodings are "other" here, as in that function.
 
