@@ -8,7 +8,7 @@
 . /scenarios/lib/spe.sh
 d=/tmp/ipis.data
 n=$(nproc)
-perf record -e arm_spe_0/period=65536/ -o $d -- spe-workload ipis 8 $n > $d.log 2>&1
+perf record -e arm_spe_0/period=262144/ -o $d -- spe-workload ipis 6 $n > $d.log 2>&1
 st=$?
 grep '^SPE-RESULT ' $d.log
 spe_table $d
