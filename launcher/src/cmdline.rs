@@ -206,6 +206,23 @@ fn option_name(arg: &str) -> Option<&str> {
 
 /// True for a command line that only asks QEMU for help or its version:
 /// run as it is, with no backend.
+/// Whether QEMU's arguments ask for QEMU's help (`-h`, `-help`,
+/// `--help`): spe-qemu prints its own first.
+pub fn asks_for_help(args: &[String]) -> bool {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match option_name(a) {
+            Some("h" | "help") => return true,
+            // An option's value (`-append --help`) is not an option.
+            Some(name) if !NO_ARG.contains(&name) => {
+                it.next();
+            }
+            _ => {}
+        }
+    }
+    false
+}
+
 pub fn asks_only_for_information(args: &[String]) -> bool {
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -922,6 +939,16 @@ mod tests {
             assert!(asks_only_for_information(&args(line)), "{line}");
         }
         assert!(!asks_only_for_information(&args("-M virt -cpu max")));
+    }
+
+    #[test]
+    fn qemus_help_options_ask_for_spe_qemus_help_too() {
+        for line in ["-h", "-help", "--help", "-M virt --help"] {
+            assert!(asks_for_help(&args(line)), "{line}");
+        }
+        for line in ["-M help", "-version", "-append --help", "-M virt"] {
+            assert!(!asks_for_help(&args(line)), "{line}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@
 mod cmdline;
 
 use std::fs;
-use std::io;
+use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -62,7 +62,7 @@ Options (taken out before QEMU sees the command line):
                              spe-qemu, else libspe_plugin.so beside it)
   --spe-backend PATH         vhost-device-spe (default: beside spe-qemu, else on
                              PATH)
-  --spe-help                 this text
+  --spe-help                 this text (--help: this text, then QEMU's)
 
 Booting: the QEMU built by this project has no firmware blobs of its own.
 Boot with -kernel (and the device tree QEMU makes), or through UEFI
@@ -131,15 +131,30 @@ fn run() -> Result<ExitCode, LaunchError> {
         .map(|a| a.into_string().map_err(LaunchError::NotUtf8))
         .collect::<Result<Vec<_>, _>>()?;
     let (spe, qemu_args) = cmdline::split_spe_options(&args)?;
-    if spe.help {
+    if spe.help || cmdline::asks_for_help(&qemu_args) {
         print!("{HELP}");
-        return Ok(ExitCode::SUCCESS);
+        if spe.help {
+            return Ok(ExitCode::SUCCESS);
+        }
     }
-    let qemu = if spe.stock {
-        find_stock_qemu(&spe)?
+    let found = if spe.stock {
+        find_stock_qemu(&spe)
     } else {
-        find_qemu(&spe)?
+        find_qemu(&spe)
     };
+    let qemu = match found {
+        Ok(q) => q,
+        // `spe-qemu --help` without a QEMU: its own help is what was asked.
+        Err(e) if cmdline::asks_for_help(&qemu_args) => {
+            println!("\nQEMU's own options: {e}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(e) => return Err(e),
+    };
+    if cmdline::asks_for_help(&qemu_args) {
+        println!("\nQEMU's own options ({} --help):\n", qemu.display());
+        io::stdout().flush().map_err(io_err("writing the help"))?;
+    }
     if cmdline::asks_only_for_information(&qemu_args) {
         let e = Command::new(&qemu).args(&qemu_args).exec();
         return Err(io_err(format!("running {}", qemu.display()))(e));
