@@ -50,12 +50,7 @@ const ON_MIDDLE_KERNELS: &[&str] = &[
 /// Runs that only the newest kernel makes: eight vCPUs under load (the
 /// driver's code path is the same on the others, and the time is CI's),
 /// and the exit-request floods (QEMU's proof, whatever the kernel).
-const NEWEST_ONLY: &[&str] = &[
-    "spe-smp8",
-    "spe-exit-requests",
-    "spe-ipis",
-    "spe-ipis-smp8",
-];
+const NEWEST_ONLY: &[&str] = &["spe-smp8", "spe-exit-requests", "spe-ipis", "spe-ipis-smp8"];
 
 /// Whether `s` can run on `rig` at all: the paravirtual ones and the
 /// test modules need modules built against its kernel's headers; the
