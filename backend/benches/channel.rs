@@ -20,10 +20,10 @@ mod common;
 
 use common::op;
 use criterion::{criterion_group, Criterion, Throughput};
+use spe_channel::client::{ChannelClient, FrontRing};
 use spe_protocol::channel::{ring::Layout, MemRegion, Status};
 use spe_protocol::op::SampledOp;
 use spe_protocol::regs::*;
-use vhost_device_spe::qemu::client::{ChannelClient, FrontRing};
 use vhost_device_spe::qemu::{self, ServerConfig};
 use vhost_device_spe::spu::tables::{tcr_el1, TableBuilder, PAGE_RW};
 use vhost_device_spe::spu::translate::Granule;

@@ -198,7 +198,7 @@ pub fn channel_session(data: &[u8]) {
         "session",
         qemu::ServerConfig::new(Features::default()),
     );
-    let Ok(mut c) = qemu::client::ChannelClient::connect(h.path()) else {
+    let Ok(mut c) = spe_channel::client::ChannelClient::connect(h.path()) else {
         panic!("server stopped accepting");
     };
     if data.first().is_some_and(|b| b & 1 == 1) {
@@ -219,7 +219,8 @@ pub fn channel_session(data: &[u8]) {
         Err(e) => panic!("server did not close the connection: {e}"),
     }
     drop(c);
-    let mut next = qemu::client::ChannelClient::connect(h.path()).expect("server still accepts");
+    let mut next =
+        spe_channel::client::ChannelClient::connect(h.path()).expect("server still accepts");
     assert_eq!(
         next.hello(1).expect("server still serves").status,
         Status::OK
@@ -240,7 +241,7 @@ pub fn channel_restore(data: &[u8]) {
     cfg.ring_slots = 16;
     let h = server(&SERVER, "restore", cfg);
     let (&first, rest) = data.split_first().unwrap_or((&0, &[]));
-    let mut c = qemu::client::ChannelClient::connect(h.path()).expect("server accepts");
+    let mut c = spe_channel::client::ChannelClient::connect(h.path()).expect("server accepts");
     let hello = c.hello(2).expect("HELLO on a fresh connection");
     let layout = Layout {
         vcpus: 2,
@@ -288,7 +289,8 @@ pub fn channel_restore(data: &[u8]) {
         .and_then(|()| c.read(0, SysReg::PmbsrEl1).map(|_| ()));
     // Dropped is a defined outcome; a hang or a dead daemon is not.
     drop((served, c));
-    let mut next = qemu::client::ChannelClient::connect(h.path()).expect("server still accepts");
+    let mut next =
+        spe_channel::client::ChannelClient::connect(h.path()).expect("server still accepts");
     assert_eq!(
         next.hello(1).expect("server still serves").status,
         Status::OK

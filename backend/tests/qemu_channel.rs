@@ -11,6 +11,8 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use spe_channel::client::{ChannelClient, FrontRing};
+use spe_channel::ring::memfd;
 use spe_protocol::channel::{
     feature,
     ring::{self, Layout},
@@ -19,9 +21,7 @@ use spe_protocol::channel::{
 use spe_protocol::op::{OpClass, SampledOp};
 use spe_protocol::packet::{self, events, AddressIndex, Packet};
 use spe_protocol::regs::*;
-use vhost_device_spe::qemu::client::{ChannelClient, FrontRing};
 use vhost_device_spe::qemu::{self, ServerConfig};
-use vhost_device_spe::ring::memfd;
 use vhost_device_spe::shm::sealed_memfd;
 use vhost_device_spe::spu::tables::{tcr_el1, TableBuilder, PAGE_RW};
 use vhost_device_spe::spu::translate::Granule;

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use spe_channel::client::{ChannelClient, FrontRing};
 use spe_protocol::channel::{ring::Layout, Status};
 use spe_protocol::op::SampledOp;
 use spe_protocol::packet::{self, AddressIndex, Packet};
@@ -23,7 +24,6 @@ use vhost::vhost_user::message::{
 };
 use vhost::vhost_user::{Frontend, VhostUserFrontend};
 use vhost::{VhostBackend, VhostUserMemoryRegionInfo, VringConfigData};
-use vhost_device_spe::qemu::client::{ChannelClient, FrontRing};
 use vhost_device_spe::spu::tables::{tcr_el1, TableBuilder, PAGE_RW};
 use vhost_device_spe::spu::translate::Granule;
 use vhost_device_spe::spu::Features;
@@ -817,7 +817,7 @@ fn connections_leave_no_descriptors_or_threads_behind() {
 #[test]
 fn unsealed_or_short_guest_memory_is_refused() {
     let d = Daemon::start("unsealed", &[]);
-    let unsealed = vhost_device_spe::ring::memfd("unsealed", MEM_SIZE as u64).unwrap();
+    let unsealed = spe_channel::ring::memfd("unsealed", MEM_SIZE as u64).unwrap();
     let short = vhost_device_spe::shm::sealed_memfd("short", 4096).unwrap();
     for (n, (file, size)) in [(&unsealed, MEM_SIZE as u64), (&short, MEM_SIZE as u64)]
         .into_iter()

@@ -6,10 +6,10 @@
 use std::io;
 use std::path::Path;
 
+use spe_channel::client::{ChannelClient, FrontRing};
+use spe_channel::ring::Producer;
 use spe_protocol::channel::{feature, ring::Layout, ring::SamplingState, Status};
 use spe_protocol::op::SampledOp;
-use vhost_device_spe::qemu::client::{ChannelClient, FrontRing};
-use vhost_device_spe::ring::Producer;
 use vmm_sys_util::eventfd::EventFd;
 
 /// A connected feed: the channel, kept open (the backend sees the VM go

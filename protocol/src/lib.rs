@@ -5,6 +5,7 @@
 
 pub mod a64;
 pub mod channel;
+#[cfg(feature = "control")]
 pub mod control;
 mod le;
 pub mod op;

@@ -26,7 +26,7 @@ pub enum CallError {
 }
 
 /// A connection to the control socket (the QEMU channel's client is
-/// another thing: `qemu::client`).
+/// another thing: `spe_channel::client`).
 pub struct ControlClient {
     reader: BufReader<UnixStream>,
     writer: UnixStream,

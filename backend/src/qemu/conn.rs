@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use log::debug;
 use spe_protocol::channel::{Header, HelloReply, MsgType, MAX_REGIONS};
@@ -97,7 +97,7 @@ impl Conn {
 
     /// Whether another request (or a hang-up) arrives within `within`.
     pub(super) fn input_within(&self, within: Duration) -> bool {
-        input_within(&self.stream, within)
+        spe_channel::input_within(&self.stream, within)
     }
 }
 
@@ -133,49 +133,4 @@ fn read_message(
     let size = h.size as usize;
     stream.read_exact(&mut payload[..size])?;
     Ok((h, size, fds))
-}
-
-/// Whether `stream` has input (or has hung up) within `within`.
-pub(crate) fn input_within(stream: &UnixStream, within: Duration) -> bool {
-    let deadline = Instant::now() + within;
-    let mut pfd = libc::pollfd {
-        fd: stream.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    loop {
-        // SAFETY: one pollfd that lives across the call, and no timeout.
-        let n = unsafe { libc::poll(&mut pfd, 1, 0) };
-        if n != 0 {
-            return n > 0;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::hint::spin_loop();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Write;
-
-    #[test]
-    fn input_within_sees_waiting_input_hangup_and_nothing() {
-        let (a, mut b) = UnixStream::pair().unwrap();
-        // Nothing sent: false once the time is up, not before.
-        let t = Instant::now();
-        assert!(!input_within(&a, Duration::from_millis(2)));
-        assert!(t.elapsed() >= Duration::from_millis(2));
-        // A request waiting: true at once, and the poll does not consume it.
-        b.write_all(&[7]).unwrap();
-        assert!(input_within(&a, Duration::ZERO));
-        let mut byte = [0u8];
-        (&a).read_exact(&mut byte).unwrap();
-        assert_eq!(byte, [7]);
-        // The peer gone: true, so that the caller reads and sees it closed.
-        drop(b);
-        assert!(input_within(&a, Duration::ZERO));
-    }
 }

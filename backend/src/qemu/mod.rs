@@ -17,7 +17,6 @@
 //! socket's bytes), `vm` (the connected VM's SPUs and ring), `memory`
 //! (mapping what QEMU passes by fd) and `error`.
 
-pub mod client;
 pub(crate) mod conn;
 pub(crate) mod error;
 mod event_handler;
@@ -204,7 +203,7 @@ mod tests {
             std::env::temp_dir().join(format!("spe-qemu-shutdown-{}.sock", std::process::id()));
         let h = spawn(&path, ServerConfig::new(Features::default())).unwrap();
         assert!(h.is_running());
-        let mut c = client::ChannelClient::connect(&path).unwrap();
+        let mut c = spe_channel::client::ChannelClient::connect(&path).unwrap();
         assert_eq!(c.hello(1).unwrap().status, channel::Status::OK);
         h.shutdown();
         // Gone once shutdown returns, not eventually.

@@ -3,9 +3,9 @@
 //! plugin uses them.
 
 use super::*;
-use crate::qemu::client::{ChannelClient, FrontRing};
 use crate::spu::test_util::{linux_spu, load, mem, BUF_VA};
 use crate::spu::Features;
+use spe_channel::client::{ChannelClient, FrontRing};
 
 fn socket(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("spe-feed-{}-{name}.sock", std::process::id()))

@@ -1,5 +1,5 @@
-//! A Rust client of the QEMU channel: what the patched QEMU does,
-//! for tests, benchmarks and debugging the backend without QEMU.
+//! A Rust client of the QEMU channel, speaking it as the patched QEMU does:
+//! the TCG plugin's feed, and tests and benchmarks of the backend.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -117,7 +117,7 @@ impl ChannelClient {
         msg.extend_from_slice(payload);
         self.send_raw(&msg, fds)?;
         // Poll before the blocking read, as QEMU's vCPUs do.
-        super::conn::input_within(&self.stream, REPLY_SPIN);
+        crate::input_within(&self.stream, REPLY_SPIN);
         // Replies have a fixed size per type and arrive in one write, so
         // one read usually gets all of it (this is the latency path).
         let want = match t {

@@ -1,7 +1,7 @@
 //! The shared sampled-operation ring of the QEMU channel
 //! ([`spe_protocol::channel::ring`]): the backend's consumer side, the IRQ
 //! area it publishes PMBIRQ levels and sampling state in, and a producer
-//! (QEMU's side) for tests, benchmarks and tools.
+//! (QEMU's side: the TCG plugin's, and tests' and benchmarks').
 //!
 //! The memory is shared with another process that may write anything at
 //! any time, so every index read from it is checked and every slot is
