@@ -397,11 +397,8 @@ pub fn run_ab(
     measure: Measure,
 ) -> Result<bool> {
     let all = configs();
-    let Some(on) = row
-        .checked_sub(1)
-        .and_then(|i| all.get(i))
-        .filter(|_| row > 1)
-    else {
+    // Row 1 is spe=off itself.
+    let Some(on) = all.get(row.wrapping_sub(1)).filter(|_| row > 1) else {
         bail!("--rows: there is no row {row} to compare with spe=off");
     };
     let pair = [all[0].clone(), on.clone()];
