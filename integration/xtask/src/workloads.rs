@@ -12,19 +12,26 @@ use std::process::Command;
 /// The cross compiler the set-up installs (gcc-aarch64-linux-gnu).
 pub const CC: &str = "aarch64-linux-gnu-gcc";
 
-/// Compiles every `*.c` in `src` to a static aarch64 executable of the
-/// same stem in `out`, checks each is one, and returns their paths
-/// (sorted).
-pub fn build(src: &Path, out: &Path) -> Result<Vec<PathBuf>> {
-    let mut sources: Vec<PathBuf> = match fs::read_dir(src) {
+/// The `*.c` in `dir` (sorted), none if there is no `dir`.
+fn c_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = match fs::read_dir(dir) {
         Ok(d) => d
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "c"))
             .collect(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", src.display())),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", dir.display())),
     };
-    sources.sort();
+    files.sort();
+    Ok(files)
+}
+
+/// Compiles every `*.c` in `src` to a static aarch64 executable of the
+/// same stem in `out`, linked with the `*.c` of the folder of that stem
+/// if there is one (`spe-workload/`: a program split by concern), checks
+/// each is one, and returns their paths (sorted).
+pub fn build(src: &Path, out: &Path) -> Result<Vec<PathBuf>> {
+    let sources = c_files(src)?;
     if sources.is_empty() {
         return Ok(Vec::new());
     }
@@ -34,6 +41,7 @@ pub fn build(src: &Path, out: &Path) -> Result<Vec<PathBuf>> {
     for s in &sources {
         let stem = s.file_stem().context("workload source has no name")?;
         let exe = out.join(stem);
+        let parts = c_files(&src.join(stem))?;
         util::run(
             &format!("guest workloads: compiling {}", s.display()),
             // -O1: loops stay loops (the proofs look for their PCs and
@@ -41,7 +49,8 @@ pub fn build(src: &Path, out: &Path) -> Result<Vec<PathBuf>> {
             Command::new(CC)
                 .args(["-static", "-O1", "-Wall", "-Wextra", "-Werror", "-o"])
                 .arg(&exe)
-                .arg(s),
+                .arg(s)
+                .args(&parts),
         )?;
         let bytes = fs::read(&exe).with_context(|| format!("reading {}", exe.display()))?;
         check_static_aarch64(&bytes).with_context(|| format!("{}", exe.display()))?;
