@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * virtio_spe: internal interfaces between the virtio transport
- * (vspe_core.c) and the perf PMU (vspe_pmu.c).
+ * (vspe_core.c) and the perf PMU (vspe_pmu.c, with vspe_aux.c and
+ * vspe_sysfs.c; what those share is in vspe_pmu.h).
  */
 #ifndef VSPE_H
 #define VSPE_H

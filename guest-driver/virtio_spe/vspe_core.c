@@ -5,7 +5,8 @@
  *
  * This file is the virtio transport: configuration, the control queue
  * (synchronous register accesses) and the event queue (PMBIRQ level
- * changes and snapshot completions). vspe_pmu.c is the perf PMU.
+ * changes and snapshot completions). vspe_pmu.c is the perf PMU (with
+ * vspe_aux.c and vspe_sysfs.c).
  */
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
