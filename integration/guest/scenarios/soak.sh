@@ -1,6 +1,6 @@
 # `cargo xtask soak`'s guest: perf records the workload, pinned to each
 # CPU in turn, again and again for spe.soak_seconds, while the host acts
-# on the backend between the markers (integration/xtask/src/soak):
+# on the backend between the markers (integration/xtask/src/by_hand/soak):
 #
 #   SOAK-START I cpu=C   iteration I begins; the host arms its fault or
 #                        changes a choice (a second's pause follows)

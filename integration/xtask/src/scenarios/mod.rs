@@ -45,6 +45,16 @@ pub struct Summary {
     pub failed: usize,
     /// Expected failures and skips inside passing runs.
     pub expected: usize,
+    /// Each run's outcome, in order (`test`'s results file).
+    pub runs: Vec<Outcome>,
+}
+
+/// One scenario's run, for the results table.
+pub struct Outcome {
+    pub scenario: &'static str,
+    pub seconds: f64,
+    /// `Ok`: passed, with its expected failures and skips; `Err`: why not.
+    pub result: Result<Vec<Expected>, String>,
 }
 
 /// Runs `scenarios` in order and prints each result; failures show the
@@ -54,6 +64,7 @@ pub fn run_all(rig: &Rig, scenarios: &[&Scenario]) -> Result<Summary> {
         passed: 0,
         failed: 0,
         expected: 0,
+        runs: Vec::new(),
     };
     for s in scenarios {
         let out = match s.vcpus {
@@ -87,16 +98,26 @@ pub fn run_all(rig: &Rig, scenarios: &[&Scenario]) -> Result<Summary> {
                     }
                 }
                 sum.expected += expected.len();
-                for e in expected {
+                for e in &expected {
                     match e {
                         Expected::Fail(why) => println!("  XFAIL {why}"),
                         Expected::Skip(why) => println!("  SKIP {why}"),
                     }
                 }
+                sum.runs.push(Outcome {
+                    scenario: s.name,
+                    seconds: secs,
+                    result: Ok(expected),
+                });
             }
             Err(why) => {
                 sum.failed += 1;
                 println!("FAIL {} ({secs:.1} s): {why}", s.name);
+                sum.runs.push(Outcome {
+                    scenario: s.name,
+                    seconds: secs,
+                    result: Err(why),
+                });
                 println!(
                     "  --- console tail ({}) ---",
                     out.dir.join("console.log").display()

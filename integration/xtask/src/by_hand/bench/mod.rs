@@ -219,16 +219,6 @@ pub fn table(rows: &[(&str, Outcome)]) -> String {
     t
 }
 
-/// `--rows 4,2`: the table's rows (from 1) to measure besides the first.
-pub fn parse_rows(list: &str) -> Result<Vec<usize>> {
-    list.split(',')
-        .map(|n| match n.trim().parse::<usize>() {
-            Ok(n) if n > 0 => Ok(n),
-            _ => bail!("{n:?} is not a row number"),
-        })
-        .collect()
-}
-
 /// The first configuration (every ratio's base) and those of `rows`, in
 /// the table's order.
 fn pick(configs: Vec<Config>, rows: &[usize]) -> Result<Vec<Config>> {
@@ -570,10 +560,6 @@ mod tests {
         );
         assert_eq!(names(&[1]), ["stock QEMU, no plugin"]);
         assert!(pick(stock_configs(), &[8]).is_err());
-        assert_eq!(parse_rows("4, 2").unwrap(), [4, 2]);
-        for bad in ["", "0", "2,", "x"] {
-            assert!(parse_rows(bad).is_err(), "{bad:?}");
-        }
     }
 
     fn s(workload_ms: u64, wall_ms: u64) -> Sample {
