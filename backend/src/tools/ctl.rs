@@ -16,7 +16,7 @@ use spe_protocol::control::{
 };
 use vhost_device_spe::control::client::ControlClient;
 
-/// Options of `ctl`.
+/// Talk to a running backend's --control-socket.
 #[derive(Debug, Args)]
 pub struct CtlArgs {
     /// The backend's --control-socket.
