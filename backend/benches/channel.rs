@@ -50,7 +50,7 @@ impl Rig {
         let path: PathBuf =
             std::env::temp_dir().join(format!("spe-bench-{}-{name}.sock", std::process::id()));
         let server = qemu::spawn(&path, ServerConfig::new(Features::default())).unwrap();
-        let ram = vhost_device_spe::shm::sealed_memfd("ram", RAM_SIZE).unwrap();
+        let ram = spe_channel::shm::sealed_memfd("ram", RAM_SIZE).unwrap();
         let mem = GuestMemoryMmap::<()>::from_ranges_with_files([(
             GuestAddress(RAM_GPA),
             RAM_SIZE as usize,

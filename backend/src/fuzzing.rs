@@ -19,8 +19,8 @@ use spe_protocol::virtio;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
 use crate::qemu;
-use crate::ring::{memfd, Consumer};
 use crate::spu::{Features, Spu};
+use spe_channel::ring::{memfd, Consumer};
 
 /// Every control-channel parser: the header, then the input as each
 /// payload. What parses must re-encode to the same value.
@@ -247,14 +247,14 @@ pub fn channel_restore(data: &[u8]) {
         vcpus: 2,
         slots: hello.ring_slots,
     };
-    let ram = crate::shm::sealed_memfd("guest", 64 << 10).expect("a memfd");
+    let ram = spe_channel::shm::sealed_memfd("guest", 64 << 10).expect("a memfd");
     let region = MemRegion {
         gpa: 0,
         size: 64 << 10,
         fd_offset: 0,
     };
     c.set_mem_table(&[(region, &ram)]).expect("memory table");
-    let (ring, _producer) = crate::ring::Producer::create(layout).expect("a ring");
+    let (ring, _producer) = spe_channel::ring::Producer::create(layout).expect("a ring");
     let room = layout.size().saturating_sub(HEADER_SIZE);
     let left = &rest[..rest.len().min(room)];
     std::os::unix::fs::FileExt::write_all_at(&ring, left, HEADER_SIZE as u64).expect("ring write");

@@ -17,9 +17,6 @@ mod listen;
 pub mod qemu;
 pub mod record;
 pub mod report;
-// The channel's shared memory, in its own crate so that the plugin does not
-// link the daemon.
-pub use spe_channel::{ring, shm};
 pub mod spu;
 pub mod stats;
 pub mod synthetic;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use spe_channel::client::{ChannelClient, FrontRing};
 use spe_channel::ring::memfd;
+use spe_channel::shm::sealed_memfd;
 use spe_protocol::channel::{
     feature,
     ring::{self, Layout},
@@ -22,7 +23,6 @@ use spe_protocol::op::{OpClass, SampledOp};
 use spe_protocol::packet::{self, events, AddressIndex, Packet};
 use spe_protocol::regs::*;
 use vhost_device_spe::qemu::{self, ServerConfig};
-use vhost_device_spe::shm::sealed_memfd;
 use vhost_device_spe::spu::tables::{tcr_el1, TableBuilder, PAGE_RW};
 use vhost_device_spe::spu::translate::Granule;
 use vhost_device_spe::spu::Features;

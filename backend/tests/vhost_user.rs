@@ -420,7 +420,7 @@ struct Vm<'m> {
 /// Guest RAM as QEMU's memory-backend-memfd makes it (sealed against
 /// shrinking), and the front end's own mapping of it.
 fn guest_ram() -> (File, GuestMemoryMmap) {
-    let file = vhost_device_spe::shm::sealed_memfd("spe-guest-ram", MEM_SIZE as u64).unwrap();
+    let file = spe_channel::shm::sealed_memfd("spe-guest-ram", MEM_SIZE as u64).unwrap();
     let gm = GuestMemoryMmap::from_ranges_with_files([(
         GuestAddress(0),
         MEM_SIZE,
@@ -818,7 +818,7 @@ fn connections_leave_no_descriptors_or_threads_behind() {
 fn unsealed_or_short_guest_memory_is_refused() {
     let d = Daemon::start("unsealed", &[]);
     let unsealed = spe_channel::ring::memfd("unsealed", MEM_SIZE as u64).unwrap();
-    let short = vhost_device_spe::shm::sealed_memfd("short", 4096).unwrap();
+    let short = spe_channel::shm::sealed_memfd("short", 4096).unwrap();
     for (n, (file, size)) in [(&unsealed, MEM_SIZE as u64), (&short, MEM_SIZE as u64)]
         .into_iter()
         .enumerate()

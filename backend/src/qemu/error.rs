@@ -6,7 +6,7 @@ use std::time::Duration;
 use spe_protocol::channel::{ChannelError, MsgType};
 use spe_protocol::profile::CpuProfile;
 
-use crate::ring::RingError;
+use spe_channel::ring::RingError;
 
 /// Why a connection ends.
 #[derive(Debug, thiserror::Error)]

@@ -24,7 +24,7 @@ pub(super) fn map_memory(table: &MemTable, fds: Vec<File>) -> Result<Mem, Resour
     for (r, file) in table.regions.iter().zip(fds) {
         // A shared mapping past the end of its file faults with SIGBUS, and
         // so does one the peer shrinks later.
-        crate::shm::check_mappable(&file, r.fd_offset, r.size)
+        spe_channel::shm::check_mappable(&file, r.fd_offset, r.size)
             .map_err(|why| ResourceError::RegionNotMappable { gpa: r.gpa, why })?;
         let Ok(size) = usize::try_from(r.size) else {
             return Err(ResourceError::RegionTooLarge(r.gpa));

@@ -20,10 +20,10 @@ use super::error::{ProtocolError, ResourceError};
 use super::{Mem, ServerConfig};
 use crate::control::Hub;
 use crate::record::Recorder;
-use crate::ring::Consumer;
 use crate::spu::Spu;
 use crate::synthetic::Synthetic;
 use crate::uarch::MemoryHierarchy;
+use spe_channel::ring::Consumer;
 
 /// How often the rings are drained while any vCPU samples. QEMU rings the
 /// doorbell only when a ring is half full: each doorbell costs the vCPU
@@ -265,7 +265,8 @@ pub(crate) fn map_ring(
     }
     // The ring is written by the other process and read here for the
     // VM's life: one it could shrink would fault this thread with SIGBUS.
-    crate::shm::check_mappable(&mem, 0, setup.size).map_err(ResourceError::RingNotMappable)?;
+    spe_channel::shm::check_mappable(&mem, 0, setup.size)
+        .map_err(ResourceError::RingNotMappable)?;
     let consumer = Consumer::new(&mem, layout).map_err(ResourceError::Ring)?;
     // SAFETY: each File owns its descriptor; ownership moves to the EventFd.
     let (doorbell, irq) = unsafe {

@@ -30,8 +30,8 @@ use vmm_sys_util::eventfd::{EventFd, EFD_NONBLOCK};
 
 use crate::lock;
 use crate::qemu::conn::Conn;
-use crate::ring::Consumer;
 use crate::spu::Spu;
+use spe_channel::ring::Consumer;
 
 /// How often the ring is drained while a vCPU samples (the plugin rings
 /// the doorbell only when a ring is half full).

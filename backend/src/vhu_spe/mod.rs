@@ -409,7 +409,7 @@ impl VhostUserBackendMut for VhostUserSpeBackend {
             let fo = region.file_offset().ok_or_else(|| {
                 io::Error::other("guest memory region without a file: not shared memory")
             })?;
-            crate::shm::check_mappable(fo.file(), fo.start(), region.len()).map_err(|e| {
+            spe_channel::shm::check_mappable(fo.file(), fo.start(), region.len()).map_err(|e| {
                 error!(
                     "SET_MEM_TABLE refused: region gpa {:#x}: {e}",
                     region.start_addr().0

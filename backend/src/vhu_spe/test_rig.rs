@@ -28,7 +28,7 @@ pub(super) struct Rig {
 impl Rig {
     pub(super) fn new(vcpus: u32) -> Self {
         // Shared and sealed, as a front end must hand it over.
-        let ram = crate::shm::sealed_memfd("rig-ram", 0x10_0000).unwrap();
+        let ram = spe_channel::shm::sealed_memfd("rig-ram", 0x10_0000).unwrap();
         let gm: &'static GuestMemory = Box::leak(Box::new(
             GuestMemoryMmap::from_ranges_with_files([(
                 GuestAddress(0),
