@@ -74,6 +74,8 @@ const UNKNOWN_BSC: &str = "Unknown_buffer_status_code";
 #[derive(Clone, Copy, Debug)]
 pub struct Case {
     pub name: &'static str,
+    /// The fault and when it comes, in words (the scenario table's).
+    pub fault: &'static str,
     /// The `--scenario` file.
     pub scenario: Option<&'static str>,
     /// Or a `vhost-device-spe ctl` command run while perf records.
@@ -101,6 +103,7 @@ const RECORDING: &str = "SPE-FAULT-RECORDING";
 pub const CASES: &[Case] = &[
     Case {
         name: "fault-buffer-full-at-byte",
+        fault: "A buffer full at byte 8192 of the buffer",
         ctl: None,
         scenario: Some(
             r#"{"faults": [{"vcpu": "all", "kind": "buffer-full", "trigger": "at-byte", "offset": 8192}]}"#,
@@ -113,6 +116,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-data-loss",
+        fault: "A data loss (DL) with S after 300 records on each vCPU",
         ctl: None,
         scenario: arm!(r#""kind": "data-loss""#),
         reaction: Reaction {
@@ -124,6 +128,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-collision",
+        fault: "A collision (COLL) with S after 300 records on each vCPU",
         ctl: None,
         scenario: arm!(r#""kind": "collision""#),
         reaction: Reaction {
@@ -134,6 +139,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-external-abort",
+        fault: "An external abort (EC 0x24, FSC 0x10, EA) after 300 records on each vCPU",
         ctl: None,
         scenario: arm!(r#""kind": "external-abort""#),
         reaction: EXTERNAL_ABORT,
@@ -141,6 +147,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-stage1-translation",
+        fault: "A stage 1 translation fault at level 3 after 300 records on each vCPU",
         ctl: None,
         scenario: arm!(r#""kind": "stage1", "fault": "translation", "level": 3"#),
         reaction: Reaction {
@@ -153,6 +160,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-stage1-permission",
+        fault: "A stage 1 permission fault at level 2 after 300 records on each vCPU",
         ctl: None,
         scenario: arm!(r#""kind": "stage1", "fault": "permission", "level": 2"#),
         reaction: Reaction {
@@ -164,6 +172,8 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-imp-def",
+        fault: "An IMPLEMENTATION DEFINED fault (EC 0x1F, syndrome 0x1234) after 300 records \
+                on each vCPU",
         ctl: None,
         scenario: arm!(r#""kind": "imp-def", "syndrome": 4660"#),
         reaction: Reaction {
@@ -176,6 +186,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-unknown-ec",
+        fault: "An unknown EC (0x2A) after 300 records on each vCPU",
         ctl: None,
         scenario: arm!(r#""kind": "unknown-ec", "ec": 42"#),
         reaction: Reaction {
@@ -187,6 +198,8 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-size-too-large",
+        fault: "A buffer size too large (BSC 4, which 6.1's driver predates) after 300 records \
+                on each vCPU",
         ctl: None,
         scenario: arm!(r#""kind": "size-too-large""#),
         reaction: Reaction {
@@ -198,6 +211,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-unknown-bsc",
+        fault: "An unknown BSC (0x3F) after 300 records on each vCPU",
         ctl: None,
         scenario: arm!(r#""kind": "unknown-bsc", "bsc": 63"#),
         reaction: Reaction {
@@ -209,6 +223,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-spurious-irq",
+        fault: "A PMBIRQ with PMBSR.S = 0 (a spurious interrupt) after 300 records on each vCPU",
         ctl: None,
         scenario: arm!(r#""kind": "spurious-irq""#),
         reaction: Reaction {
@@ -219,6 +234,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-lost-irq",
+        fault: "A buffer full whose PMBIRQ is never raised, after 300 records on each vCPU",
         ctl: None,
         scenario: arm!(r#""kind": "lost-irq""#),
         reaction: Reaction { lost: true, ..NONE },
@@ -226,6 +242,7 @@ pub const CASES: &[Case] = &[
     },
     Case {
         name: "fault-stuck-pointer",
+        fault: "50 records that leave PMBPTR where it was (a stuck pointer), after 300 records on each vCPU",
         ctl: None,
         scenario: arm!(r#""kind": "stuck-pointer", "records": 50"#),
         reaction: NONE,
@@ -234,6 +251,7 @@ pub const CASES: &[Case] = &[
     // The control socket, live: `ctl arm` while perf records.
     Case {
         name: "fault-live-ctl",
+        fault: "An external abort after 300 records on each vCPU",
         scenario: None,
         ctl: Some(&[
             "arm",
@@ -250,6 +268,7 @@ pub const CASES: &[Case] = &[
     // must fail (wrong message and PMBSR).
     Case {
         name: "fault-check-catches-a-wrong-syndrome",
+        fault: "An unknown BSC (0x3F) after 300 records on each vCPU",
         ctl: None,
         scenario: arm!(r#""kind": "unknown-bsc", "bsc": 63"#),
         reaction: EXTERNAL_ABORT,
@@ -279,6 +298,7 @@ pub const VIRTIO_OF_CASES: &[(&str, &str)] = &[
 pub const VIRTIO_LIVE: &[Case] = &[
     Case {
         name: "virtio-fault-buffer-full",
+        fault: "A buffer full after 300 records on each vCPU",
         scenario: None,
         ctl: Some(&[
             "arm",
@@ -296,6 +316,7 @@ pub const VIRTIO_LIVE: &[Case] = &[
     },
     Case {
         name: "virtio-fault-data-loss",
+        fault: "A data loss (DL) with S after 300 records on each vCPU",
         scenario: None,
         ctl: Some(&[
             "arm",
@@ -341,14 +362,110 @@ pub fn scenarios() -> Vec<Scenario> {
     full.chain(of_cases)
         .chain(live)
         .map(|(name, c, guest, spe)| {
-            Scenario::new(name, guest, 240, Expect::pass(move |out| judge(c, out))).spe(SpeRun {
-                synthetic: Some(1_000_000),
-                faults: c.scenario,
-                on_marker: c.ctl.map(|args| OnMarker::ctl(RECORDING, args)),
-                ..spe
-            })
+            let proves = match (spe.paravirt, c.name == name) {
+                (false, _) => proves(c),
+                (true, true) => format!("On {PARAVIRT} {}", proves(c)),
+                (true, false) => format!("`{}` on {PARAVIRT} {}", c.name, proves(c)),
+            };
+            Scenario::new(name, guest, 240, Expect::pass(move |out| judge(c, out)))
+                .spe(SpeRun {
+                    synthetic: Some(1_000_000),
+                    faults: c.scenario,
+                    on_marker: c.ctl.map(|args| OnMarker::ctl(RECORDING, args)),
+                    ..spe
+                })
+                .proves(proves)
         })
         .collect()
+}
+
+/// How the paravirtual copies differ, for the scenario table.
+const PARAVIRT: &str = "the paravirtual path (`virtio_spe`, whose error line is \
+    `arm_spe_pmu`'s with its own prefix; interrupts are not counted, PMBIRQ being an \
+    event-queue message there).";
+
+/// What a run of `case` proves, from its fault and its reaction (the
+/// scenario table's text).
+pub fn proves(case: &Case) -> String {
+    let how = match case.ctl {
+        Some(_) => {
+            "armed live with `vhost-device-spe ctl arm` once perf records, on the running VM \
+             (`\"pending\":false`)"
+        }
+        None => "armed from the backend's `--scenario` file",
+    };
+    let r = &case.reaction;
+    if case.wrong {
+        return format!(
+            "The negative control of the fault checks: {}, {how}, judged as the reaction to \
+             another fault ({}): the check must fail.",
+            lower_first(case.fault),
+            reaction(r)
+        );
+    }
+    let pmbsr = match r.pmbsr {
+        Some(_) => " with that PMBSR",
+        None => "",
+    };
+    format!(
+        "{}, {how}, while perf records the synthetic source: {}; and the backend's \
+         `FAULT_DELIVERED` event{pmbsr}, no kernel WARN, no decoder error, and records from a \
+         second recording (the driver recovers).",
+        case.fault,
+        reaction(r)
+    )
+}
+
+fn lower_first(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_lowercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
+/// `r` in words.
+fn reaction(r: &Reaction) -> String {
+    let mut what = Vec::new();
+    match (r.message, r.pmbsr) {
+        (Some(m), Some(p)) => what.push(format!(
+            "the driver's error \"{}\" with PMBSR {p:#x}",
+            m.replace('_', " ")
+        )),
+        (Some(m), None) => what.push(format!("the driver's error \"{}\"", m.replace('_', " "))),
+        (None, _) => what.push("no error line".into()),
+    }
+    let flags: Vec<&str> = [
+        (r.truncated, "TRUNCATED"),
+        (r.partial, "PARTIAL"),
+        (r.collision, "COLLISION"),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .map(|(_, f)| *f)
+    .collect();
+    what.push(match flags[..] {
+        [] => "no AUX flag".into(),
+        _ => format!("AUX data flagged {}", flags.join(" and ")),
+    });
+    if let Some(at) = r.first_aux_at_most {
+        what.push(format!(
+            "the first AUX data ends within one record below byte {at}, and more follows"
+        ));
+    } else if r.continues {
+        what.push("more AUX data after it (collection goes on)".into());
+    }
+    if r.spurious {
+        what.push(
+            "more SPE interrupts than management events (the handler returns `IRQ_NONE`)".into(),
+        );
+    }
+    if r.lost {
+        what.push(
+            "fewer SPE interrupts than management events (perf's stop path services the event)"
+                .into(),
+        );
+    }
+    what.join(", ")
 }
 
 /// Judges a run of `case` (for a negative control: that the check fails).

@@ -16,9 +16,28 @@ const MIN_LOADS: u64 = 200;
 
 pub fn scenarios() -> Vec<Scenario> {
     vec![
-        proof("spe-mem-levels", check_mem_levels),
-        proof("spe-c2c", check_c2c),
-        proof("spe-c2c-padded", check_c2c_padded),
+        proof("spe-mem-levels", check_mem_levels).proves(
+            "`perf mem record --ldlat 0 -t load -c 8192 -- spe-workload levels 2` on `-cpu \
+             neoverse-n1` (slices of a load loop over 16 KiB, `spe_workload_small`, and of one \
+             load per line over 64 MiB, `spe_workload_large`), then `perf mem report \
+             --sort=sym,mem -n` and perf's decoding of each load's Data Source packet: at least \
+             200 loads of each; the small loop's at least 90 % L1D in both, the large one's at \
+             least 60 % system cache or DRAM and at most 30 % L1D. Negative control (unit test): \
+             fixed-ratio levels, and the two loops swapped, are rejected.",
+        ),
+        proof("spe-c2c", check_c2c).proves(
+            "`perf c2c record -- spe-workload false-sharing 3`: two threads pinned to CPUs 0 and 1 \
+             increment the first two words of one line; `perf c2c report --stdio --no-source` must \
+             have that line first in its shared-line table, loads of it served by the peer core \
+             (\"Load HIT Local Peer\", or \"Load Local HITM\" on older perf), and both \
+             `spe_workload_share_a` and `_b` in its distribution. Negative control: \
+             `spe-c2c-padded`.",
+        ),
+        proof("spe-c2c-padded", check_c2c_padded).proves(
+            "The negative control of `spe-c2c`, in every run: the two counters a line apart \
+             (`false-sharing 3 padded`); the `spe-c2c` check must fail, and for its reason: \
+             neither counter's line first, neither function among the shared lines'.",
+        ),
     ]
 }
 

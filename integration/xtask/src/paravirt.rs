@@ -16,7 +16,16 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario::new(name, name, 180, expect).spe(SpeRun::paravirt(CpuProfile::NeoverseN1, RATE))
     };
     vec![
-        run("virtio-spe-perf", Expect::pass(check_perf)),
+        run("virtio-spe-perf", Expect::pass(check_perf)).proves(
+            "The paravirtual path (`SpeRun::paravirt`): the core without SPE and the backend as \
+             `vhost-user-test-device-pci,virtio-id=58` over its synthetic source. `insmod \
+             virtio_spe` binds the device and registers `arm_spe_0` with `arm_spe_pmu`'s format \
+             attributes, `caps/min_interval` the device's and `cpumask` 0-1, while `arm_spe_pmu` \
+             probed nothing; `perf record -e arm_spe_0/ts_enable=1,pa_enable=1/ -a -- sleep 2` \
+             decodes with no decoder error; with the perf mem and perf c2c recordings after it, \
+             perf decoded every record the backend wrote, and perf report, perf mem and perf c2c \
+             find samples; no kernel warning. Negative control: `virtio-spe-no-module`.",
+        ),
         // The negative control: without the module there is no PMU.
         run(
             "virtio-spe-no-module",
@@ -24,12 +33,30 @@ pub fn scenarios() -> Vec<Scenario> {
                 reason: "perf record failed",
                 console: "pmu=absent",
             },
+        )
+        .proves(
+            "The negative control of the paravirtual path: `virtio-spe-perf`'s steps without the \
+             module; the runner must report the failure \"perf record failed\" with `pmu=absent`.",
         ),
-        run("virtio-spe-rmmod", Expect::pass(check_rmmod)),
-        run("virtio-spe-restart", Expect::pass(check_restart)).spe(SpeRun {
-            on_marker: Some(OnMarker::restart("SPE-VIRTIO-RESTART")),
-            ..SpeRun::paravirt(CpuProfile::NeoverseN1, RATE)
-        }),
+        run("virtio-spe-rmmod", Expect::pass(check_rmmod)).proves(
+            "`rmmod virtio_spe` while `perf record -a` runs is refused (each event holds the \
+             module), succeeds once perf is done (`arm_spe_0` gone), and the module loads and \
+             records again; no kernel warning.",
+        ),
+        run("virtio-spe-restart", Expect::pass(check_restart))
+            .spe(SpeRun {
+                on_marker: Some(OnMarker::restart("SPE-VIRTIO-RESTART")),
+                ..SpeRun::paravirt(CpuProfile::NeoverseN1, RATE)
+            })
+            .proves(
+                "The runner kills the backend and starts it again at `SPE-VIRTIO-RESTART`, while \
+                 perf records: no CPU hangs, no kernel warning, both `perf record`s exit 0 and the \
+                 next one gets records. It needs the series' \"hw/virtio/vhost-user-base: set the \
+                 vhost device up again on reconnect\" and the runner's `reconnect-ms=1000`: QEMU \
+                 sets the device up again for the new backend and offers it the requests the old \
+                 one left. The interrupted recording's loss is reported, not judged: a kill that \
+                 lands before perf enabled its event loses nothing.",
+            ),
     ]
 }
 

@@ -34,7 +34,12 @@ pub fn scenarios() -> Vec<Scenario> {
             120,
             Expect::pass(check_no_pmss),
         )
-        .spe(SpeRun::new(CpuProfile::Max)),
+        .spe(SpeRun::new(CpuProfile::Max))
+        .proves(
+            "The negative control of `pmu-snapshot`: on `-cpu max,spe=on` without `pmu-ss=on` (no \
+             FEAT_PMUv3_SS) `insmod pmu_snapshot` fails with ENODEV and says \"no CPU implements \
+             FEAT_PMUv3_SS\".",
+        ),
     ]
 }
 

@@ -76,6 +76,14 @@ pub fn scenarios() -> Vec<Scenario> {
             "stock-profile",
             Expect::pass(check_profile),
             SpeRun::stock(CpuProfile::NeoverseN1),
+        )
+        .proves(
+            "The stock path (`SpeRun::stock`) on an unpatched QEMU: the core without SPE, \
+             `vhost-user-test-device-pci,virtio-id=38` and `-plugin libspe_plugin.so` feeding the \
+             backend's `--plugin-socket`, the guest's init loading `virtio_spe virtio_id=38`. \
+             `spe-profile`'s whole proof on the plugin's samples, with a higher bar for the \
+             workload's share (at least 85 % of the user-space records); `arm_spe_pmu` probed \
+             nothing, no kernel warning. Negative control: `stock-no-plugin`.",
         ),
         // The same on one TCG thread (as under callgrind), with one
         // vCPU: QEMU calls no resume callback there, so the plugin's
@@ -89,7 +97,13 @@ pub fn scenarios() -> Vec<Scenario> {
                 ..SpeRun::stock(CpuProfile::NeoverseN1)
             },
         )
-        .vcpus(1),
+        .vcpus(1)
+        .proves(
+            "`stock-profile`'s proof on one TCG thread (`-accel tcg,thread=single`) with one vCPU, \
+             as under callgrind: QEMU calls no resume callback there, so the plugin's clock must \
+             start at the first block a vCPU runs (otherwise every record is dated after the \
+             workload's exit).",
+        ),
         // One thread for two vCPUs, which QEMU 10.2.2 instruments wrongly
         // (plugin/src/threads.rs): the plugin must refuse to sample and
         // the guest run on, not QEMU abort.
@@ -99,6 +113,12 @@ pub fn scenarios() -> Vec<Scenario> {
                 qemu_args: SINGLE_THREAD,
                 ..SpeRun::stock(CpuProfile::NeoverseN1)
             },
+        )
+        .proves(
+            "Two vCPUs on one TCG thread, which QEMU 10.2.2 instruments wrongly \
+             (`plugin/src/threads.rs`): the plugin must refuse to sample and say so on QEMU's \
+             stderr, and the runner report the failure \"no records\" with `spe_records=0`, the \
+             guest running on rather than QEMU aborting.",
         ),
         // The negative control: the same guest without `-plugin`. The
         // device is there and the driver probes, but nothing samples.
@@ -108,6 +128,11 @@ pub fn scenarios() -> Vec<Scenario> {
                 plugin: false,
                 ..SpeRun::stock(CpuProfile::NeoverseN1)
             },
+        )
+        .proves(
+            "The negative control of the stock path: `stock-profile` without `-plugin`; the device \
+             and `arm_spe_0` are there and nothing samples, so the runner must report the failure \
+             \"no records\" with `spe_records=0`.",
         ),
         // The plugin's promise that a load or store it takes at its TB's
         // start has the address it would have at the instruction
@@ -120,6 +145,13 @@ pub fn scenarios() -> Vec<Scenario> {
                 plugin_validate: true,
                 ..SpeRun::stock(CpuProfile::NeoverseN1)
             },
+        )
+        .proves(
+            "`stock-profile`'s proof with `-plugin …,validate=on`: every load or store address the \
+             plugin took at its TB's start (`spe_protocol::a64::writes`) is computed again from \
+             the registers at its instruction, and none differs (the summary in `plugin.log`). \
+             Negative control (by hand): a `writes` without pre- and post-indexed writebacks fails \
+             with mismatches.",
         ),
         // `spe-qemu --spe-stock` from a plain command line, installed as
         // `cargo xtask install` does (the plugin under lib/).
@@ -131,6 +163,12 @@ pub fn scenarios() -> Vec<Scenario> {
                 launcher: true,
                 ..SpeRun::stock(CpuProfile::NeoverseN1)
             },
+        )
+        .proves(
+            "`spe-qemu --spe-stock --spe-qemu <the unpatched QEMU>` from a plain command line, \
+             installed as `cargo xtask install` does (the plugin found in \
+             `lib/vhost-device-spe/`): it adds the device, the plugin and the backend, `arm_spe_0` \
+             is there, and `perf record` of `spe-workload 3` decodes records without errors.",
         ),
         // perf's own `perf test 'Arm SPE'` on the paravirtual PMU, which
         // takes arm_spe_pmu's name and format: as `perf-test-spe`, on
@@ -142,7 +180,13 @@ pub fn scenarios() -> Vec<Scenario> {
             900,
             Expect::pass(crate::perf_test::check_perf_test_spe),
         )
-        .spe(SpeRun::stock(CpuProfile::NeoverseN1)),
+        .spe(SpeRun::stock(CpuProfile::NeoverseN1))
+        .proves(
+            "perf's own `perf test 'Arm SPE'` on the paravirtual PMU (named and laid out as \
+             `arm_spe_pmu`'s) with the plugin's samples and no icount (the plugin's clock is the \
+             host's), judged as `perf-test-spe`: its parts that wait a fixed second for perf fail \
+             where perf starts slower than that, and the stock set-up's core has no discard mode.",
+        ),
     ]
 }
 

@@ -12,7 +12,7 @@
 //! partitions copied in at their offsets.
 
 use crate::kernels::KernelSpec;
-use crate::scenario::{Boot, Expect, Judge, RunOutput, Scenario, VCPUS};
+use crate::scenario::{Boot, Expect, Judge, RunOutput, Scenario, SpeRun, VCPUS};
 use crate::scenarios::Set;
 use crate::util::run;
 use anyhow::{Context, Result};
@@ -115,6 +115,7 @@ pub fn scenarios(catalogue: impl Fn() -> Vec<Scenario>) -> Vec<Scenario> {
         spe.boot = boot;
         // The paravirtual path's CPUs have no SPE: their GICCs name none.
         let cpu_has_spe = !spe.paravirt;
+        let proves = format!("{} Then `{base}`'s check. {}", proves(&spe), s.proves);
         out.push(Scenario {
             name,
             guest: s.guest,
@@ -128,9 +129,42 @@ pub fn scenarios(catalogue: impl Fn() -> Vec<Scenario>) -> Vec<Scenario> {
             kill_backend_when: s.kill_backend_when,
             spe: Some(spe),
             vcpus: s.vcpus,
+            proves: proves.into(),
         });
     }
     out
+}
+
+/// What a UEFI copy proves before its base's check (the scenario
+/// table's text): `spe` is the copy's set-up.
+fn proves(spe: &SpeRun) -> String {
+    let how = match (spe.boot, spe.launcher) {
+        (Boot::Disk, true) => {
+            "Booted as a distribution's image through `spe-qemu`, given such an image's command \
+             line (the pflash pair, `-drive if=none,…` and `-device virtio-blk-pci`, no \
+             `-kernel`): edk2, then GRUB from the GPT disk's EFI system partition, the kernel \
+             and initramfs from its ext4 root"
+        }
+        (Boot::Disk, false) => {
+            "Booted as a distribution's image: edk2 in the pflash pair, then GRUB from the GPT \
+             disk's EFI system partition, the kernel and initramfs from its ext4 root"
+        }
+        _ => "Booted through UEFI (`-bios` edk2, the kernel from `-kernel`)",
+    };
+    let (gicc, control) = match spe.paravirt {
+        false => (
+            format!("naming SPE overflow interrupt {SPE_GSIV}"),
+            " Negative control (by hand): the series without its MADT change (`SPE_QEMU=`) must \
+             fail, the driver finding no SPE.",
+        ),
+        true => ("naming no SPE interrupt (the CPUs have none)".into(), ""),
+    };
+    format!(
+        "{how}, so that Linux reads ACPI tables: the MADT (parsed, and as `iasl -d` \
+         disassembles it) is revision {MADT_REVISION}, the ACPI 6.3 layout, with an 80-byte \
+         GICC per vCPU {gicc}; the series' MADT before its MADT change is refused (unit test).\
+         {control}"
+    )
 }
 
 /// The guest booted through UEFI and ACPI, and its MADT (the bytes its

@@ -16,6 +16,7 @@ pub use machine::{
 };
 pub use output::{parse_console, Control, CpuTimes, Instructions, Parsed, RunOutput, Verdict};
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 /// A host check of a run the guest passed: `Ok`, or what is wrong.
@@ -52,6 +53,12 @@ pub struct Scenario {
     pub spe: Option<SpeRun>,
     /// The guest's vCPUs if not the rig's ([`VCPUS`]).
     pub vcpus: Option<u32>,
+    /// What a pass proves: what is checked, and the negative control
+    /// that shows the check can fail (integration/README.md's scenario
+    /// table, `cargo xtask scenarios --markdown`). Derived families (the
+    /// fault kinds, the paravirtual and UEFI copies) build theirs from
+    /// their base's.
+    pub proves: Cow<'static, str>,
 }
 
 impl Scenario {
@@ -66,6 +73,7 @@ impl Scenario {
             kill_backend_when: None,
             spe: None,
             vcpus: None,
+            proves: Cow::Borrowed(""),
         }
     }
 
@@ -96,6 +104,14 @@ impl Scenario {
     pub fn vcpus(self, n: u32) -> Scenario {
         Scenario {
             vcpus: Some(n),
+            ..self
+        }
+    }
+
+    /// See [`Scenario::proves`].
+    pub fn proves(self, what: impl Into<Cow<'static, str>>) -> Scenario {
+        Scenario {
+            proves: what.into(),
             ..self
         }
     }
