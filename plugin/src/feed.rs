@@ -12,6 +12,8 @@ use spe_protocol::channel::{feature, ring::Layout, ring::SamplingState, Status};
 use spe_protocol::op::SampledOp;
 use vmm_sys_util::eventfd::EventFd;
 
+use crate::select::Backend;
+
 /// A connected feed: the channel, kept open (the backend sees the VM go
 /// when it closes), and the ring's interrupt eventfd it was given.
 pub struct Feed {
@@ -93,9 +95,9 @@ impl Feed {
     }
 }
 
-impl VcpuFeed {
+impl Backend for VcpuFeed {
     /// What the backend last published for this vCPU.
-    pub fn state(&self) -> SamplingState {
+    fn state(&self) -> SamplingState {
         self.producer.sampling_state(self.vcpu).1
     }
 
@@ -103,7 +105,7 @@ impl VcpuFeed {
     /// operations its period spanned; false if the ring was full (the
     /// operation is lost). Rings the doorbell once the ring is half full,
     /// as QEMU does: the backend drains on a timer otherwise.
-    pub fn push(&mut self, op: &SampledOp, counted: u64) -> bool {
+    fn push(&mut self, op: &SampledOp, counted: u64) -> bool {
         let vcpu = self.vcpu;
         let pushed = self.producer.push(vcpu, std::slice::from_ref(op)) == 1;
         self.producer.count(vcpu, counted);

@@ -16,6 +16,7 @@
 pub mod api;
 pub mod capture;
 pub mod count;
+pub mod select;
 pub mod threads;
 pub mod timestamp;
 // What calls into QEMU is left out of the unit tests: their executable

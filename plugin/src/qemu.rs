@@ -23,16 +23,13 @@ use std::time::Instant;
 
 use qemu_plugin_sys::*;
 use spe_protocol::a64::{self, Registers};
-use spe_protocol::op::OpClass;
-use spe_protocol::op::SampledOp;
-use spe_protocol::regs::El;
 
 use crate::api;
-use crate::capture::{self, Context, Vcpu};
+use crate::capture::Vcpu;
 use crate::count;
 use crate::feed::{Feed, VcpuFeed};
+use crate::select::{self, Counts, Cpu, Insn, Selector};
 use crate::threads::VcpuThreads;
-use crate::timestamp::Timestamps;
 
 /// The API version QEMU reads after loading the plugin: an `int` (an
 /// atomic has its layout), set by [`choose_version`] before QEMU reads it.
@@ -90,51 +87,9 @@ extern "C" {
     fn g_byte_array_set_size(array: *mut GByteArray, length: c_uint) -> *mut GByteArray;
 }
 
-/// One instruction of a translated TB: a callback's user data.
-struct Insn {
-    pc: u64,
-    encoding: u32,
-    /// It has its own callback: its record needs registers as they are
-    /// just before it runs, which an earlier instruction of its TB may
-    /// have written (a load or store's address, a select's flags).
-    own: bool,
-}
-
 /// A translated TB's instructions: its callbacks' user data.
 struct Tb {
     insns: Box<[Insn]>,
-}
-
-impl Insn {
-    /// Whether the record of `encoding` needs its own callback, given
-    /// the registers the instructions before it in its TB may write
-    /// ([`a64::regset`]). Without, the TB's callback takes it from the
-    /// registers at the TB's start, which are then the same: no
-    /// conditional branch (which ends TCG's basic block and makes it
-    /// store every guest register it holds) at that instruction.
-    /// A load, store or conditional select: its record reads registers.
-    fn is_taken_with_registers(encoding: u32) -> bool {
-        matches!(
-            a64::classify(encoding).class,
-            OpClass::LoadStore { .. }
-                | OpClass::Other {
-                    cond_select: true,
-                    ..
-                }
-        )
-    }
-
-    fn needs_own_callback(encoding: u32, written: u64) -> bool {
-        match a64::classify(encoding).class {
-            OpClass::LoadStore { .. } => {
-                a64::data_address(encoding).is_some_and(|a| a64::address_reads(&a) & written != 0)
-            }
-            OpClass::Other {
-                cond_select: true, ..
-            } => written & a64::regset::NZCV != 0,
-            _ => false,
-        }
-    }
 }
 
 /// A vCPU's register handles and read buffer (its own thread only).
@@ -150,29 +105,7 @@ struct Regs {
 struct VcpuState {
     regs: Option<Regs>,
     feed: VcpuFeed,
-    rng: u32,
-    /// CNTFRQ_EL0, read at the vCPU's first sample.
-    freq: Option<u64>,
-    /// A sampled branch waiting for the next TB's address, with its
-    /// encoding, the operations its period spanned and the counter's
-    /// entry its selection left (the entry is `count::WAITING` until then).
-    branch: Option<(SampledOp, u32, u64, u64)>,
-    /// The operations counted so far, as the selections tell (each adds
-    /// the period loaded before it), for the timestamps between clock
-    /// readings.
-    ops: u64,
-    loaded: u64,
-    timestamps: Timestamps,
-    /// The last selection's EL: a change means an exception came between,
-    /// and time the counter did not see.
-    last_el: Option<El>,
-    counts: Counts,
-    /// `validate=on`: a load or store selected at its TB's start (its
-    /// `Insn`'s address), the VA its record has, to compare with the
-    /// registers at the instruction ([`on_check`]), and the counter then:
-    /// the same at the instruction in the same run of the TB, lower in
-    /// any later one.
-    expect: Option<(usize, u64, u64)>,
+    sel: Selector,
 }
 
 // SAFETY: the handles are QEMU's, valid for the vCPU's life and the same
@@ -210,43 +143,6 @@ struct Plugin {
     /// `validate=on`: [`on_check`] on every load and store taken at its
     /// TB's start.
     validate: bool,
-}
-
-/// What a vCPU's callbacks did, for the summary at exit.
-#[derive(Clone, Copy, Default)]
-struct Counts {
-    /// Selections (the instruction callback fired).
-    selected: u64,
-    /// Selections while no EL sampled on the vCPU (a look at the state).
-    idle: u64,
-    /// Selections at an EL where profiling was off.
-    other_el: u64,
-    /// Counters reloaded after a missed selection.
-    resyncs: u64,
-    /// Sampled branches an exception came after, before their outcome.
-    branch_lost: u64,
-    /// Operations handed to the backend.
-    sampled: u64,
-    /// Operations lost to a full ring.
-    lost: u64,
-    /// `validate=on`: addresses taken at a TB's start checked at their
-    /// instruction, and those that differed.
-    checked: u64,
-    differed: u64,
-}
-
-impl std::ops::AddAssign for Counts {
-    fn add_assign(&mut self, o: Counts) {
-        self.selected += o.selected;
-        self.idle += o.idle;
-        self.other_el += o.other_el;
-        self.resyncs += o.resyncs;
-        self.branch_lost += o.branch_lost;
-        self.sampled += o.sampled;
-        self.lost += o.lost;
-        self.checked += o.checked;
-        self.differed += o.differed;
-    }
 }
 
 static PLUGIN: OnceLock<Plugin> = OnceLock::new();
@@ -362,6 +258,21 @@ impl Vcpu for Regs {
     }
 }
 
+impl Cpu for Regs {
+    fn cpsr(&mut self) -> u64 {
+        self.read(self.cpsr)
+    }
+    fn cntfrq(&mut self) -> Option<u64> {
+        self.cntfrq.map(|h| self.read(h))
+    }
+    fn contextidr_el1(&mut self) -> Option<u32> {
+        self.contextidr_el1.map(|h| self.read(h) as u32)
+    }
+    fn physical_count(&self, freq: u64) -> u64 {
+        physical_count(freq)
+    }
+}
+
 /// Whether a callback for `vcpu` may act: QEMU has run its init hook,
 /// and with it sized the scoreboard for it (single-threaded TCG runs a
 /// vCPU's first TBs, made by another vCPU with their callbacks, before
@@ -383,18 +294,6 @@ fn set(vcpu: c_uint, v: u64) {
     unsafe { qemu_plugin_u64_set(plugin().entry.0, vcpu, v) }
 }
 
-impl VcpuState {
-    /// xorshift32: the latencies' and RND's random values.
-    fn random(&mut self) -> u32 {
-        let mut x = self.rng;
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        self.rng = x;
-        x
-    }
-}
-
 /// The physical count now, from the host's monotonic clock since the
 /// vCPUs started, at the guest's counter frequency.
 fn physical_count(freq: u64) -> u64 {
@@ -403,113 +302,27 @@ fn physical_count(freq: u64) -> u64 {
     (start.elapsed().as_nanos() * u128::from(freq) / 1_000_000_000) as u64
 }
 
-/// What a selection does with the operation at `insn`.
-enum Take {
-    /// Build its record now, from the registers now.
-    Now,
-    /// A branch at the end of its TB: build it now, complete it with the
-    /// next TB's address.
-    AtNextTb,
-    /// A branch before its TB's end (QEMU ends A64 TBs at branches, so
-    /// none is expected): nothing tells where it went; reload only.
-    Lost,
-}
-
-/// The selection of `insn` on `vcpu`, whose counter is at `entry`:
-/// reloads the counter and builds the operation's record if the guest
-/// profiles at the EL it runs at. Returns the counter's new value.
-fn select(p: &Plugin, vcpu: c_uint, entry: u64, insn: &Insn, take: Take) -> u64 {
-    let Some(slot) = p.vcpus.get(vcpu as usize) else {
-        return entry.wrapping_add(count::RECHECK);
-    };
-    let mut guard = crate::lock(slot);
-    let vs = &mut *guard;
-    vs.counts.selected += 1;
-    if matches!(take, Take::Lost) {
-        vs.counts.branch_lost += 1;
-    }
-    vs.ops = vs.ops.wrapping_add(vs.loaded);
-    let state = vs.feed.state();
-    let period = if state.enabled_els == 0 {
-        count::RECHECK
-    } else {
-        count::period(&state, || vs.random())
-    };
-    vs.loaded = period;
-    let next = entry.wrapping_add(period);
-    set(vcpu, next);
-    if state.enabled_els == 0 {
-        vs.counts.idle += 1;
-        return next;
-    }
-    let random = vs.random();
-    let Some(regs) = vs.regs.as_mut() else {
-        return next;
-    };
-    let el = El::from_u8((regs.read(regs.cpsr) >> 2) as u8 & 3).unwrap_or(El::El0);
-    if vs.last_el.replace(el) != Some(el) {
-        vs.timestamps.stale();
-    }
-    // Every EL counts; a selection where profiling is off is dropped.
-    if !state.enabled_at(el as u8) {
-        vs.counts.other_el += 1;
-        return next;
-    }
-    // CNTFRQ_EL0 as the guest's firmware set it (QEMU's default if
-    // unreadable), once per vCPU.
-    let freq = vs.freq.unwrap_or_else(|| {
-        regs.cntfrq
-            .map(|h| regs.read(h))
-            .filter(|&f| f != 0)
-            .unwrap_or(1_000_000_000)
-    });
-    vs.freq = Some(freq);
-    let contextidr_el1 = regs.contextidr_el1.map_or(0, |h| regs.read(h) as u32);
-    let cx = Context {
-        pc: insn.pc,
-        el,
-        contextidr_el1,
-        physical_count: vs.timestamps.next(vs.ops, || physical_count(freq)),
-        random,
-    };
-    let op = capture::capture(insn.encoding, &cx, regs);
-    if p.validate && !insn.own && matches!(op.class, OpClass::LoadStore { .. }) {
-        vs.expect =
-            (!op.no_data_address).then_some((insn as *const Insn as usize, op.data_va, next));
-    }
-    match take {
-        Take::Now => push(vs, &op, period),
-        Take::AtNextTb => {
-            vs.branch = Some((op, insn.encoding, period, next));
-            set(vcpu, count::WAITING);
-            return count::WAITING;
-        }
-        Take::Lost => {}
-    }
-    next
-}
-
-fn push(vs: &mut VcpuState, op: &SampledOp, period: u64) {
-    if vs.feed.push(op, period) {
-        vs.counts.sampled += 1;
-    } else {
-        vs.counts.lost += 1;
-    }
-}
-
 /// A load, store or conditional select that is the selected instruction.
 unsafe extern "C" fn on_insn(vcpu: c_uint, udata: *mut c_void) {
     // SAFETY: `udata` is an `Insn` of a TB's boxed slice, kept until the
     // next flush, after which no TB refers to it.
     let insn = unsafe { &*(udata as *const Insn) };
-    if sampling(vcpu) {
-        select(plugin(), vcpu, get(vcpu), insn, Take::Now);
+    if !sampling(vcpu) {
+        return;
+    }
+    if let Some(slot) = plugin().vcpus.get(vcpu as usize) {
+        let mut guard = crate::lock(slot);
+        let vs = &mut *guard;
+        let entry = vs
+            .sel
+            .on_insn(get(vcpu), insn, &mut vs.feed, vs.regs.as_mut());
+        set(vcpu, entry);
     }
 }
 
 /// The TB's start when its counter is at most BIAS: a selection in this
-/// TB (taken here unless its instruction has its own callback), or one
-/// that was missed (the counter is reloaded).
+/// TB, the TB after a sampled branch, or a missed selection
+/// ([`Selector::on_tb`]).
 unsafe extern "C" fn on_tb(vcpu: c_uint, udata: *mut c_void) {
     if !sampling(vcpu) {
         return;
@@ -519,84 +332,25 @@ unsafe extern "C" fn on_tb(vcpu: c_uint, udata: *mut c_void) {
     // the next flush.
     let tb = unsafe { &(*(udata as *const Tb)).insns };
     let n = tb.len();
-    let mut entry = get(vcpu);
+    let entry = get(vcpu);
     if entry < count::resync_below(n) {
         // A vCPU's first TB comes here (its init set the counter so):
         // QEMU's virtual clock started about then. Single-threaded TCG
         // calls no resume callback, and the init hook runs before the
         // machine starts.
         p.started.get_or_init(Instant::now);
-        if let Some(left) = complete_branch(p, vcpu, tb[0].pc) {
-            entry = left.wrapping_add(count::tb_add(n));
-            set(vcpu, entry);
-        } else {
-            resync(p, vcpu, n);
-            return;
-        }
     }
-    // Several selections in one TB only with a period shorter than it.
-    while let Some(k) = count::selected_index(entry, n) {
-        let insn = &tb[k];
-        if insn.own {
-            return; // its callback takes it, and reloads
+    let Some(slot) = p.vcpus.get(vcpu as usize) else {
+        // No state to select with: reload only, as if nothing sampled.
+        if entry < count::resync_below(n) {
+            set(vcpu, count::resynced(count::RECHECK, n));
         }
-        let take = match a64::classify(insn.encoding).class {
-            OpClass::Branch { .. } if k + 1 == n => Take::AtNextTb,
-            OpClass::Branch { .. } => Take::Lost,
-            _ => Take::Now,
-        };
-        entry = select(p, vcpu, entry, insn, take);
-    }
-}
-
-/// A selection was missed (the TB before stopped early): reloads the
-/// counter from the start of this TB of `n` instructions.
-fn resync(p: &Plugin, vcpu: c_uint, n: usize) {
-    let period = match p.vcpus.get(vcpu as usize) {
-        Some(slot) => {
-            let mut guard = crate::lock(slot);
-            let vs = &mut *guard;
-            vs.counts.resyncs += 1;
-            // The TB before stopped early: an exception, whose time
-            // the counter did not see.
-            vs.timestamps.stale();
-            vs.ops = vs.ops.wrapping_add(vs.loaded);
-            let state = vs.feed.state();
-            vs.loaded = if state.enabled_els != 0 {
-                count::period(&state, || vs.random())
-            } else {
-                count::RECHECK
-            };
-            vs.loaded
-        }
-        None => count::RECHECK,
+        return;
     };
-    set(vcpu, count::resynced(period, n));
-}
-
-/// The TB after a sampled branch starts at `pc`: where the branch went.
-/// Returns the counter's entry the branch's selection left, or `None`
-/// if no branch waited. An exception taken before this TB (a fault in
-/// the branch's TB, or an interrupt at its end) shows as a direct branch
-/// going neither way, or as a change of EL but by ERET: the record is
-/// dropped rather than given the vector.
-fn complete_branch(p: &Plugin, vcpu: c_uint, pc: u64) -> Option<u64> {
-    let slot = p.vcpus.get(vcpu as usize)?;
     let mut guard = crate::lock(slot);
     let vs = &mut *guard;
-    let (mut op, encoding, period, left) = vs.branch.take()?;
-    let el = vs
-        .regs
-        .as_mut()
-        .map(|r| El::from_u8((r.read(r.cpsr) >> 2) as u8 & 3));
-    let is_eret = a64::branch(encoding).is_some_and(|b| b.target == a64::Target::Unknown);
-    let same_el = el.flatten() == Some(op.el);
-    if (same_el || is_eret) && capture::complete_branch(&mut op, encoding, pc) {
-        push(vs, &op, period);
-    } else {
-        vs.counts.branch_lost += 1;
-    }
-    Some(left)
+    let entry = vs.sel.on_tb(entry, tb, &mut vs.feed, vs.regs.as_mut());
+    set(vcpu, entry);
 }
 
 unsafe fn on_tb_trans(tb: *mut qemu_plugin_tb) {
@@ -612,23 +366,16 @@ unsafe fn on_tb_trans(tb: *mut qemu_plugin_tb) {
         if n == 0 {
             return;
         }
-        let (mut written, mut taken) = (0, 0);
-        let insns: Box<[Insn]> = (0..n)
-            .map(|i| {
-                let insn = qemu_plugin_tb_get_insn(tb, i);
-                let mut b = [0u8; 4];
-                qemu_plugin_insn_data(insn, b.as_mut_ptr().cast(), 4);
-                let encoding = u32::from_le_bytes(b);
-                let own = Insn::needs_own_callback(encoding, written);
-                written |= a64::writes(encoding);
-                taken += u64::from(Insn::is_taken_with_registers(encoding));
-                Insn {
-                    pc: qemu_plugin_insn_vaddr(insn),
-                    encoding,
-                    own,
-                }
-            })
-            .collect();
+        let insns = Insn::tb((0..n).map(|i| {
+            let insn = qemu_plugin_tb_get_insn(tb, i);
+            let mut b = [0u8; 4];
+            qemu_plugin_insn_data(insn, b.as_mut_ptr().cast(), 4);
+            (qemu_plugin_insn_vaddr(insn), u32::from_le_bytes(b))
+        }));
+        let taken = insns
+            .iter()
+            .filter(|i| select::reads_registers(i.encoding))
+            .count() as u64;
         let own = insns.iter().filter(|i| i.own).count() as u64;
         p.translated.fetch_add(taken, Ordering::Relaxed);
         p.own.fetch_add(own, Ordering::Relaxed);
@@ -698,29 +445,14 @@ unsafe extern "C" fn on_check(vcpu: c_uint, udata: *mut c_void) {
     };
     let mut guard = crate::lock(slot);
     let vs = &mut *guard;
-    let Some((at, va, _)) = vs
-        .expect
-        .filter(|&(at, _, entry)| at == udata as usize && entry == get(vcpu))
-    else {
-        return;
-    };
-    vs.expect = None;
     // SAFETY: as in `on_insn`.
     let insn = unsafe { &*(udata as *const Insn) };
-    let (Some(addr), Some(regs)) = (a64::data_address(insn.encoding), vs.regs.as_mut()) else {
-        return;
-    };
-    let now = addr.eval(insn.pc, regs);
-    vs.counts.checked += 1;
-    if now != va {
-        vs.counts.differed += 1;
-        if vs.counts.differed <= 10 {
-            out(&format!(
-                "validate: {:#x} ({:#010x}) taken at its TB's start with VA {va:#x}, {now:#x} at \
-                 the instruction ({at:#x})",
-                insn.pc, insn.encoding
-            ));
-        }
+    if let Some(d) = vs.sel.check(insn, get(vcpu), vs.regs.as_mut()) {
+        out(&format!(
+            "validate: {:#x} ({:#010x}) taken at its TB's start with VA {:#x}, {:#x} at the \
+             instruction ({:#x})",
+            insn.pc, insn.encoding, d.va, d.now, d.at
+        ));
     }
 }
 
@@ -766,14 +498,14 @@ fn on_vcpu_resume(vcpu: c_uint) {
     p.started.get_or_init(Instant::now);
     // It idled: time went on without counting.
     if let Some(slot) = p.vcpus.get(vcpu as usize) {
-        crate::lock(slot).timestamps.stale();
+        crate::lock(slot).sel.idled();
     }
 }
 
 unsafe extern "C" fn on_exit(_id: qemu_plugin_id_t, _udata: *mut c_void) {
     let mut c = Counts::default();
     for slot in plugin().vcpus.iter() {
-        c += crate::lock(slot).counts;
+        c += crate::lock(slot).sel.counts();
     }
     out(&format!(
         "{} selections: {} sampled, {} lost to a full ring, {} at an EL not profiled, \
@@ -930,15 +662,7 @@ unsafe fn install(
                 Mutex::new(VcpuState {
                     regs: None,
                     feed,
-                    rng: 0x9e37_79b9 ^ v.wrapping_mul(0x85eb_ca6b) | 1,
-                    freq: None,
-                    branch: None,
-                    ops: 0,
-                    loaded: 0,
-                    timestamps: Timestamps::new(),
-                    last_el: None,
-                    counts: Counts::default(),
-                    expect: None,
+                    sel: Selector::new(v, validate),
                 })
             })
             .collect(),
