@@ -104,6 +104,10 @@ pub enum Command {
         /// Also those of `test --full`
         #[arg(long)]
         full: bool,
+        /// Print the table of every scenario and what it proves, for
+        /// integration/README.md
+        #[arg(long, conflicts_with_all = ["full", "spec", "release"])]
+        markdown: bool,
         #[command(flatten)]
         kernel: Kernel,
         #[command(flatten)]
@@ -259,6 +263,16 @@ mod tests {
         assert!(no_lint);
         assert_eq!(kernel.spec.unwrap().name, "7.3");
         assert_eq!(only, ["spe-ipis", "spe-perf"]);
+    }
+
+    #[test]
+    fn the_markdown_table_is_of_every_scenario() {
+        assert!(matches!(
+            parse("scenarios --markdown").unwrap().command,
+            Command::Scenarios { markdown: true, .. }
+        ));
+        assert!(parse("scenarios --markdown --full").is_err());
+        assert!(parse("scenarios --markdown --kernel 7.3").is_err());
     }
 
     #[test]

@@ -81,6 +81,10 @@ fn run(command: Command) -> Result<bool> {
             scenario,
         } => commands::run(&scenario, !no_backend, spe, one(kernel), main_or(qemu)),
         Command::Install { prefix, qemu } => commands::install(prefix, main_or(qemu)),
+        Command::Scenarios { markdown: true, .. } => {
+            print!("{}", scenarios::markdown());
+            Ok(true)
+        }
         Command::Scenarios {
             full, kernel, qemu, ..
         } => {

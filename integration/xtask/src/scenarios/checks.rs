@@ -225,7 +225,7 @@ pub fn check_spe_buffer_full(out: &RunOutput) -> Result<(), String> {
 }
 
 /// perf's snapshot mode: a snapshot taken while `dd` ran holds its samples.
-pub fn check_spe_snapshot(out: &RunOutput) -> Result<(), String> {
+pub fn check_spe_aux_snapshot(out: &RunOutput) -> Result<(), String> {
     let j = Judge::new(out);
     j.check(j.text("snapshot_workload_started") == Some("yes"), || {
         "perf never started dd".into()

@@ -11,8 +11,6 @@ use crate::setup::{QemuRelease, QEMU_RELEASES};
 
 /// The table of every scenario, in the catalogue's order: what goes
 /// between the README's marker lines.
-// Until `cargo xtask scenarios --markdown` calls it (cli.rs, main.rs).
-#[cfg_attr(not(test), allow(dead_code))]
 pub fn markdown() -> String {
     let mut out = String::from(
         "| scenario | guest script | in CI | by hand (`--full`) | what it proves |\n\

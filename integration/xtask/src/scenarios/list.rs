@@ -367,10 +367,10 @@ fn booted_with_a_device_tree() -> Vec<Scenario> {
                  and the store carries its data address, tag included (`proofs::check_spe_mte`).",
             ),
         Scenario::new(
-            "spe-snapshot",
-            "spe-snapshot",
+            "spe-aux-snapshot",
+            "spe-aux-snapshot",
             240,
-            Expect::pass(check_spe_snapshot),
+            Expect::pass(check_spe_aux_snapshot),
         )
         .spe(n1())
         .proves(

@@ -8,8 +8,6 @@ mod list;
 mod select;
 
 pub use checks::check_spe_perf;
-// Until `cargo xtask scenarios --markdown` prints it (cli.rs, main.rs).
-#[allow(unused_imports)]
 pub use doc::markdown;
 pub use list::{all, proof};
 pub use select::{can_run, selection_on, Set};

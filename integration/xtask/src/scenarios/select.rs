@@ -147,7 +147,7 @@ const NEWEST_BY_HAND: &[&str] = &[
     "fault-stuck-pointer",
     "fault-spurious-irq",
     "fault-collision",
-    "spe-snapshot",
+    "spe-aux-snapshot",
     "spe-buffer-full",
     "spe-mem-levels",
     "fault-data-loss",
