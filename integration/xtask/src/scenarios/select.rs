@@ -66,7 +66,7 @@ pub enum Set {
     /// `cargo xtask test`, which CI runs.
     Ci,
     /// Added by `cargo xtask test --full`: run by hand before an issue
-    /// is resolved (integration/README.md records the results).
+    /// is resolved (integration/docs/results/by-hand.md records them).
     ByHand,
 }
 
