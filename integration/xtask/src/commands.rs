@@ -82,17 +82,19 @@ pub fn run(
 ) -> Result<bool> {
     let paths = Paths::discover()?;
     let rig = prepare(&paths, &[kernel], &[release])?.remove(0);
-    // A scenario of `test` with this guest script lends its SPE set-up.
-    let spe = scenarios::all()
+    // A scenario of `test` with this guest script, or of this name (whose
+    // script then runs), lends its SPE set-up.
+    let lender = scenarios::all()
         .into_iter()
-        .find(|s| s.guest == name || s.name == name)
-        .and_then(|s| s.spe)
-        .or_else(|| {
-            // Scripts outside `test` (the bench's) get full emulation on request.
-            spe.then(|| SpeRun::new(CpuProfile::NeoverseN1))
-        });
+        .find(|s| s.name == name)
+        .or_else(|| scenarios::all().into_iter().find(|s| s.guest == name));
+    let script = lender.as_ref().map_or(name, |s| s.guest);
+    let spe = lender.and_then(|s| s.spe).or_else(|| {
+        // Scripts outside `test` (the bench's) get full emulation on request.
+        spe.then(|| SpeRun::new(CpuProfile::NeoverseN1))
+    });
     let out = rig.run(&GuestRun {
-        scenario: name.to_string(),
+        scenario: script.to_string(),
         params: Vec::new(),
         run_name: format!("run-{name}"),
         backend,

@@ -15,6 +15,7 @@ mod house;
 mod initramfs;
 mod install;
 mod kernels;
+mod kvm;
 mod memory;
 mod paravirt;
 mod perf_test;

@@ -28,6 +28,7 @@ fn max() -> SpeRun {
 pub fn all() -> Vec<Scenario> {
     let mut all = booted_with_a_device_tree();
     all.extend(uefi::scenarios(booted_with_a_device_tree));
+    all.extend(crate::kvm::scenarios());
     all
 }
 

@@ -74,6 +74,8 @@ pub enum Set {
 pub fn selection(s: &Scenario, k: &KernelSpec) -> Option<Set> {
     if let Some(set) = crate::uefi::selection(s.name, k) {
         set
+    } else if let Some(set) = crate::kvm::selection(s.name, k) {
+        set
     } else if !in_matrix(s, k) {
         None
     } else if by_hand(s, k) {
@@ -242,8 +244,9 @@ mod tests {
         let by_hand: Vec<(&str, &str)> = MATRIX
             .iter()
             .flat_map(|k| all.iter().map(move |s| (s, k)))
-            // The UEFI copies have their own (uefi.rs).
-            .filter(|(s, _)| !crate::uefi::is_uefi(s.name))
+            // The UEFI copies and the KVM runs have their own (uefi.rs,
+            // kvm.rs).
+            .filter(|(s, _)| !crate::uefi::is_uefi(s.name) && !crate::kvm::is_kvm(s.name))
             .filter(|(s, k)| selection(s, k) == Some(Set::ByHand))
             .map(|(s, k)| (s.name, k.name))
             .collect();
