@@ -90,6 +90,78 @@ pub fn scenarios() -> Vec<Scenario> {
         .collect()
 }
 
+/// One SPE register access of the backend's debug log: "vCPU 0 MRS
+/// PMSCR_EL1 0x0 -> Ok(43)" as (vCPU, is a write, register, the value
+/// written or read).
+fn access(line: &str) -> Option<(u32, bool, &str, u64)> {
+    let rest = &line[line.find("] vCPU ")? + 2..];
+    let t: Vec<&str> = rest.split_whitespace().collect();
+    let [_, vcpu, op, reg, written, "->", result] = t[..] else {
+        return None;
+    };
+    let value = match op {
+        "MSR" => u64::from_str_radix(written.strip_prefix("0x")?, 16).ok()?,
+        "MRS" => result
+            .strip_prefix("Ok(")?
+            .strip_suffix(')')?
+            .parse()
+            .ok()?,
+        _ => return None,
+    };
+    Some((vcpu.parse().ok()?, op == "MSR", reg, value))
+}
+
+/// KVM's entries with a host buffer, as the backend's register log
+/// shows them on each vCPU, and those whose exit restored what the
+/// entry saved.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Entries {
+    pub entries: u64,
+    pub restored: u64,
+}
+
+/// nVHE and protected mode's `__debug_save_spe`: PMBLIMITR_EL1 read
+/// with E set, PMSCR_EL1 read (PMSCR_EL12 from an hVHE hypervisor) and
+/// written 0, PMBLIMITR_EL1 written 0 (the drain's barriers are not
+/// register accesses); then `__debug_restore_spe` at exit: PMBLIMITR_EL1
+/// and PMSCR_EL1 written back, before any other access of that vCPU.
+pub fn entries(log: &str) -> Entries {
+    let is_pmscr = |r: &str| r == "PMSCR_EL1" || r == "PMSCR_EL12";
+    // Per vCPU: the accesses since a PMBLIMITR_EL1 read with E set.
+    let mut seen: std::collections::HashMap<u32, Vec<(bool, bool, u64)>> = Default::default();
+    let mut out = Entries::default();
+    for (vcpu, write, reg, value) in log.lines().filter_map(access) {
+        let limitr = reg == "PMBLIMITR_EL1";
+        if !limitr && !is_pmscr(reg) {
+            seen.remove(&vcpu);
+            continue;
+        }
+        let run = seen.entry(vcpu).or_default();
+        if !write && limitr && value & 1 != 0 {
+            run.clear();
+        } else if run.is_empty() {
+            continue;
+        }
+        run.push((write, limitr, value));
+        if let [(false, true, lim), (false, false, scr), (true, false, 0), (true, true, 0), ref rest @ ..] =
+            run[..]
+        {
+            match *rest {
+                [] => out.entries += 1,
+                [(true, true, l)] if l == lim => {}
+                [(true, true, l), (true, false, v)] if l == lim && v == scr => {
+                    out.restored += 1;
+                    run.clear();
+                }
+                _ => run.clear(),
+            }
+        } else if run.len() >= 4 {
+            run.clear();
+        }
+    }
+    out
+}
+
 /// PMBIDR_EL1.P: the Profiling Buffer is owned by a higher Exception
 /// level than the reader's.
 const PMBIDR_P: u64 = 1 << 4;
@@ -157,6 +229,31 @@ pub fn check(out: &RunOutput, mode: &str) -> Result<(), String> {
     // A full AUX buffer is a loss perf reports (aux_truncated): allowed.
     // One not reported would show as a decoder error, or as no records
     // after the guest's run (profiling not given back at exit).
+    // The register log against KVM's sequence: nVHE and protected mode
+    // save and restore the host's buffer at every entry with one; VHE
+    // leaves it to EL2 (no such sequence).
+    if out.backend_log.contains(" MSR ") {
+        let e = entries(&out.backend_log);
+        if mode == "vhe" {
+            j.check(e.entries == 0, || {
+                format!(
+                    "VHE: {} entries saved and zeroed the host's buffer",
+                    e.entries
+                )
+            });
+        } else {
+            j.check(e.entries > 0, || {
+                format!("{mode}: no entry saved the host's buffer")
+            });
+            // The last may not have exited when the log ends.
+            j.check(e.restored + 1 >= e.entries, || {
+                format!(
+                    "{mode}: {} entries, {} exits restored them",
+                    e.entries, e.restored
+                )
+            });
+        }
+    }
     if let (Some(before), Some(after)) = (j.num("spe_irqs_before"), j.num("spe_irqs_after")) {
         j.check(after > before, || {
             format!("no PMBIRQ while recording ({before} before, {after} after)")
@@ -195,6 +292,73 @@ mod tests {
             ("aux_truncated", "0"),
             ("kernel_warnings", "0"),
         ])
+    }
+
+    /// A log line of the backend at debug level.
+    fn line(vcpu: u32, op: &str, reg: &str, value: u64, result: u64) -> String {
+        format!(
+            "[2026-12-03T08:00:00Z DEBUG vhost_device_spe::qemu::requests] vCPU {vcpu} {op} {reg} \
+             {value:#x} -> Ok({result})"
+        )
+    }
+
+    fn entry(vcpu: u32, scr: &str, restore: bool) -> Vec<String> {
+        let lim = 0xffff_8000_804c_9001u64;
+        let mut v = vec![
+            line(vcpu, "MRS", "PMBLIMITR_EL1", 0, lim),
+            line(vcpu, "MRS", scr, 0, 0x2b),
+            line(vcpu, "MSR", scr, 0, 0),
+            line(vcpu, "MSR", "PMBLIMITR_EL1", 0, 0),
+        ];
+        if restore {
+            v.push(line(vcpu, "MSR", "PMBLIMITR_EL1", lim, 0));
+            v.push(line(vcpu, "MSR", scr, 0x2b, 0));
+        }
+        v
+    }
+
+    #[test]
+    fn kvms_save_and_restore_are_read_from_the_register_log() {
+        let log = |parts: &[Vec<String>]| parts.concat().join("\n");
+        let rows: &[(String, Entries)] = &[
+            (
+                log(&[entry(0, "PMSCR_EL1", true)]),
+                Entries {
+                    entries: 1,
+                    restored: 1,
+                },
+            ),
+            // hVHE's hypervisor reaches PMSCR_EL1 as PMSCR_EL12; two
+            // vCPUs interleave.
+            (
+                log(&[entry(1, "PMSCR_EL12", true), entry(0, "PMSCR_EL1", true)]),
+                Entries {
+                    entries: 2,
+                    restored: 2,
+                },
+            ),
+            // An exit that does not give the buffer back.
+            (
+                log(&[entry(0, "PMSCR_EL1", false), entry(0, "PMSCR_EL1", true)]),
+                Entries {
+                    entries: 2,
+                    restored: 1,
+                },
+            ),
+            // The driver's own accesses are no entry.
+            (
+                log(&[vec![
+                    line(0, "MRS", "PMBSR_EL1", 0, 0x20001),
+                    line(0, "MSR", "PMBLIMITR_EL1", 0xffff_8000_804c_9001, 0),
+                    line(0, "MSR", "PMSCR_EL1", 0, 0),
+                    line(0, "MSR", "PMBLIMITR_EL1", 0, 0),
+                ]]),
+                Entries::default(),
+            ),
+        ];
+        for (text, want) in rows {
+            assert_eq!(&entries(text), want, "{text}");
+        }
     }
 
     #[test]
