@@ -84,10 +84,11 @@ pub fn run(
     let rig = prepare(&paths, &[kernel], &[release])?.remove(0);
     // A scenario of `test` with this guest script, or of this name (whose
     // script then runs), lends its SPE set-up.
-    let lender = scenarios::all()
-        .into_iter()
-        .find(|s| s.name == name)
-        .or_else(|| scenarios::all().into_iter().find(|s| s.guest == name));
+    let mut all = scenarios::all();
+    let lender = match all.iter().position(|s| s.name == name) {
+        Some(i) => Some(all.swap_remove(i)),
+        None => all.into_iter().find(|s| s.guest == name),
+    };
     let script = lender.as_ref().map_or(name, |s| s.guest);
     let spe = lender.and_then(|s| s.spe).or_else(|| {
         // Scripts outside `test` (the bench's) get full emulation on request.
