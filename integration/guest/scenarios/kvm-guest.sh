@@ -1,6 +1,6 @@
 # KVM runs a guest of its own (spe-kvm: one vCPU, its code at IPA
 # 0x1000000000 with the MMU off) while the host records SPE on every CPU,
-# between two seconds of spe-workload before and after it. The guest
+# between runs of spe-workload (100 passes, some 4000 records) before and after it. The guest
 # reports what it saw of SPE (ID_AA64DFR0_EL1, the ESR of each SPE
 # register access); the host's records are counted by where their PC is
 # and when they were taken (the VMM prints the host's counter around
@@ -30,9 +30,13 @@ irq_before=$(spe_irqs)
 # An 8-page AUX buffer per CPU: the driver's buffer fills (a PMBIRQ)
 # every 4 pages, several times while the guest runs. A period of 4096
 # lets perf keep up under emulation: a full AUX buffer is reported
-# (truncated) and stops the event until perf drains it.
-perf record -e arm_spe_0/ts_enable=1,period=4096/ -a -m ,8 -o /tmp/kvm.data -- \
-    sh -c 'spe-workload 0 2 > /dev/null; spe-kvm '"${kvm_iterations:-300000000}"'; echo kvm_rc=$?; spe-workload 0 2 > /dev/null' \
+# (truncated) and stops the event until perf drains it. Everything runs
+# on CPU 0 but the VMM, on CPU 1: CPU 1's event is still running when
+# the guest enters (a CPU-wide event that a full AUX buffer stopped
+# may stay stopped), and faults armed on vCPU 1 land on the guest's CPU.
+# kvm_iterations: how long the guest runs (kvm-fault.sh runs it longer).
+taskset -c 0 perf record -e arm_spe_0/ts_enable=1,period=4096/ -a -m ,8 -o /tmp/kvm.data -- \
+    sh -c 'spe-workload 100 1 > /dev/null; taskset -c 1 spe-kvm '"${kvm_iterations:-300000000}"'; echo kvm_rc=$?; spe-workload 100 1 > /dev/null' \
     > /tmp/kvm.log 2>&1
 rc=$?
 irq_after=$(spe_irqs)
@@ -75,6 +79,16 @@ END {
     printf "host_guest_pc_records=%d host_static_pc_records=%d host_records_before=%d host_records_during=%d host_records_after=%d host_records_no_ts=%d host_records_el0=%d host_records_el1=%d host_records_el2=%d\n",
         guest, static, before, during, after, nots, el["el0"], el["el1"], el["el2"]
 }' /tmp/kvm.data.tab > /tmp/kvm.counts
+# The SPE driver's error lines ("<what> on CPU n [PMBSR=0x…, …]"): all of
+# them, and the first of those logged while the guest ran.
+msgs=$(dmesg | grep -cE 'on CPU [0-9]+ \[PMBSR=')
+during=$(dmesg | awk '/SPE-KVM-GUEST-RUNNING/ { on = 1 } /SPE-KVM-GUEST-DONE/ { on = 0 } on && /on CPU [0-9]+ \[PMBSR=/')
+[ -n "$during" ] && echo "$during"
+first=$(echo "$during" | head -n 1)
+msg=$(echo "$first" | sed -n 's/^.*arm_spe_pmu: \(.*\) on CPU .*/\1/p' | tr ' ' '_')
+msg_cpu=$(echo "$first" | sed -n 's/.* on CPU \([0-9]*\) \[PMBSR=.*/\1/p')
+msg_pmbsr=$(echo "$first" | sed -n 's/.*\[PMBSR=\(0x[0-9a-f]*\),.*/\1/p')
+result fault_msgs=$msgs fault_msgs_during=$(echo "$during" | grep -c PMBSR) fault_msg=${msg:-none} fault_cpu=${msg_cpu:-none} fault_pmbsr=${msg_pmbsr:-none}
 result $(cat /tmp/kvm.counts) kernel_warnings=$(dmesg | grep -cE 'WARNING:|BUG:|Oops|Call trace:')
 head -n 3 /tmp/kvm.data.tab
 pass

@@ -23,8 +23,11 @@
  * this VMM. Results go to stdout as the harness's `SPE-RESULT key=value`
  * lines, with the guest code's PC range and the host's counter around the
  * run, so that the host's records can be checked for guest PCs and told
- * apart by when they were taken, and the PMBIRQs taken meanwhile. Exits 0 once the guest reported completion,
- * 1 on any other end.
+ * apart by when they were taken, and the PMBIRQs taken meanwhile. The
+ * run is bracketed in the kernel's log by "spe-kvm: SPE-KVM-GUEST-RUNNING"
+ * and "spe-kvm: SPE-KVM-GUEST-DONE" (the first is the harness's cue to
+ * arm faults; the host's messages between the two came while the guest
+ * ran). Exits 0 once the guest reported completion, 1 on any other end.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -210,6 +213,25 @@ static uint64_t count(void)
 	return c;
 }
 
+/*
+ * A line in the kernel's log and on the console (where the harness
+ * watches for it: the kernel's own console level is too quiet for it).
+ */
+static void kmsg(const char *line)
+{
+	const char *const dev[] = { "/dev/kmsg", "/dev/console" };
+
+	for (unsigned int i = 0; i < 2; i++) {
+		int fd = open(dev[i], O_WRONLY | O_CLOEXEC | O_NOCTTY);
+
+		if (fd < 0)
+			continue;
+		if (write(fd, line, strlen(line)) < 0)
+			perror(dev[i]);
+		close(fd);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t iterations = argc > 1 ? strtoull(argv[1], NULL, 0) : 300000000;
@@ -268,6 +290,7 @@ int main(int argc, char **argv)
 	printf("SPE-RESULT kvm_guest_pc_lo=%#llx kvm_guest_pc_hi=%#llx kvm_iterations=%llu\n",
 	       GUEST_BASE, GUEST_BASE + code, (unsigned long long)iterations);
 	fflush(stdout);
+	kmsg("spe-kvm: SPE-KVM-GUEST-RUNNING\n");
 	t0 = now();
 	irqs = spe_irqs();
 	c0 = count();
@@ -295,6 +318,7 @@ int main(int argc, char **argv)
 		seen |= 1ULL << (off / 8);
 		done = off == SLOT_DONE || off == SLOT_UNEXPECTED;
 	}
+	kmsg("spe-kvm: SPE-KVM-GUEST-DONE\n");
 	printf("SPE-RESULT kvm_count_start=%llu kvm_count_end=%llu kvm_exits=%lu kvm_seconds=%.2f kvm_spe_irqs_during=%lu",
 	       (unsigned long long)c0, (unsigned long long)count(), exits,
 	       now() - t0, spe_irqs() - irqs);

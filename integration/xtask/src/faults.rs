@@ -371,7 +371,10 @@ pub fn scenarios() -> Vec<Scenario> {
                 .spe(SpeRun {
                     synthetic: Some(1_000_000),
                     faults: c.scenario,
-                    on_marker: c.ctl.map(|args| OnMarker::ctl(RECORDING, args)),
+                    on_marker: c
+                        .ctl
+                        .as_ref()
+                        .map(|args| OnMarker::ctl(RECORDING, std::slice::from_ref(args))),
                     ..spe
                 })
                 .proves(proves)
@@ -481,14 +484,18 @@ pub fn judge(case: &Case, out: &RunOutput) -> Result<(), String> {
     }
 }
 
-/// Whether `ctl arm`'s log (the runner's `ctl.log`: the command line, the
-/// reply, the exit status) shows the fault armed on the running VM, not
-/// left pending for the next one.
-fn armed_on_the_vm(ctl_log: &str) -> bool {
-    let reply = ctl_log
-        .lines()
-        .find_map(|l| serde_json::from_str::<ArmedFault>(l).ok());
-    matches!(reply, Some(ArmedFault { pending: false, .. })) && ctl_log.contains("exit status: 0")
+/// Whether `ctl arm`'s log (the runner's `ctl.log`: for each command,
+/// its line, the reply and the exit status) shows every fault armed on
+/// the running VM, not left pending for the next one.
+pub fn armed_on_the_vm(ctl_log: &str) -> bool {
+    let commands: Vec<&str> = ctl_log.split("$ ctl ").skip(1).collect();
+    !commands.is_empty()
+        && commands.iter().all(|c| {
+            let reply = c
+                .lines()
+                .find_map(|l| serde_json::from_str::<ArmedFault>(l).ok());
+            matches!(reply, Some(ArmedFault { pending: false, .. })) && c.contains("exit status: 0")
+        })
 }
 
 /// Whether the guest's reaction (the results of `spe-fault.sh`) and what
@@ -730,6 +737,12 @@ mod tests {
             r#"{"ids":[1],"pending":false}"#,
             "exit status: 0"
         )));
+        // Each of several commands.
+        let ok = log(r#"{"id":1,"pending":false}"#, "exit status: 0");
+        assert!(armed_on_the_vm(&format!("{ok}{ok}")));
+        let pending = log(r#"{"id":2,"pending":true}"#, "exit status: 0");
+        assert!(!armed_on_the_vm(&format!("{ok}{pending}")));
+        assert!(!armed_on_the_vm(""));
     }
 
     #[test]

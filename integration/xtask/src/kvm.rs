@@ -23,23 +23,55 @@
 //! none does, whatever perf event the host asked for (perf's SPE PMU has
 //! no attribute that asks for guest samples).
 
+use crate::faults::armed_on_the_vm;
 use crate::kernels::KernelSpec;
-use crate::scenario::{Expect, Judge, RunOutput, Scenario, SpeRun};
+use crate::scenario::{Expect, Judge, OnMarker, RunOutput, Scenario, SpeRun};
 use crate::scenarios::Set;
+use spe_protocol::control::FaultKind;
 use spe_protocol::profile::CpuProfile;
 
 /// KVM's modes, as `kvm-arm.mode` names them and the guest script
 /// reports them.
 pub const MODES: &[&str] = &["vhe", "nvhe", "protected"];
 
-/// The scenario of `mode`.
-fn name(mode: &str) -> &'static str {
-    match mode {
-        "vhe" => "kvm-guest-vhe",
-        "nvhe" => "kvm-guest-nvhe",
-        _ => "kvm-guest-protected",
+/// The scenario of `mode`, and its copy with [`FAULTS`].
+fn name(mode: &str, faults: bool) -> &'static str {
+    match (mode, faults) {
+        ("vhe", false) => "kvm-guest-vhe",
+        ("nvhe", false) => "kvm-guest-nvhe",
+        (_, false) => "kvm-guest-protected",
+        ("vhe", true) => "kvm-fault-vhe",
+        ("nvhe", true) => "kvm-fault-nvhe",
+        (_, true) => "kvm-fault-protected",
     }
 }
+
+/// What `spe-kvm` logs as it enters the guest.
+const RUNNING: &str = "SPE-KVM-GUEST-RUNNING";
+
+/// The faults armed on vCPU 1, where the script runs the VMM, once the
+/// guest runs: a buffer full at the next record, then a stage 1
+/// translation fault at level 3 fifty records later.
+const FAULTS: &[&[&str]] = &[
+    &["arm", "buffer-full", "--vcpu", "1", "--next-record"],
+    &[
+        "arm",
+        "stage1",
+        "--fault",
+        "translation",
+        "--level",
+        "3",
+        "--vcpu",
+        "1",
+        "--after-records",
+        "50",
+    ],
+];
+
+/// Their PMBSR_EL1: S and BSC 1 (buffer filled); EC 0x24, S and FSC
+/// 0x07 (translation fault, level 3).
+const BUFFER_FULL_PMBSR: u64 = 0x2_0001;
+const STAGE1_PMBSR: u64 = 0x9002_0007;
 
 fn kernel_args(mode: &str) -> &'static str {
     match mode {
@@ -52,7 +84,7 @@ fn kernel_args(mode: &str) -> &'static str {
 }
 
 pub fn is_kvm(name: &str) -> bool {
-    name.starts_with("kvm-guest-")
+    name.starts_with("kvm-guest-") || name.starts_with("kvm-fault-")
 }
 
 /// Which set runs the KVM scenario `name` on `k` (None: not at all);
@@ -62,32 +94,62 @@ pub fn selection(name: &str, _k: &KernelSpec) -> Option<Option<Set>> {
     is_kvm(name).then_some(Some(Set::ByHand))
 }
 
-/// One scenario per mode.
+/// Two scenarios per mode: the guest's run, and the same with
+/// [`FAULTS`] armed while the guest runs.
 pub fn scenarios() -> Vec<Scenario> {
     MODES
         .iter()
-        .map(|&mode| {
-            Scenario::new(name(mode), "kvm-guest", 600, Expect::pass(move |o| check(o, mode)))
-                .spe(SpeRun {
-                    virtualization: true,
-                    kernel_args: kernel_args(mode),
-                    // Every SPE register access, for KVM's sequence.
-                    log: Some("debug"),
-                    ..SpeRun::new(CpuProfile::NeoverseN1)
-                })
-                .proves(format!(
-                    "The kernel at EL2 with `kvm-arm.mode={mode}` runs a KVM guest (`spe-kvm`: \
-                     one vCPU, loads, stores and branches at IPA 0x1000000000, MMU off) between \
-                     two runs of `spe-workload`, all under `perf record -e arm_spe_0/ts_enable=1,period=4096/ \
-                     -a -m ,8`: the guest completes, reads PMSVer 0, and each of its SPE register \
-                     accesses (PMSCR_EL1 and PMBLIMITR_EL1 read, PMSCR_EL1 written) is \
-                     UNDEFINED (an exception with EC 0), and PMBIDR_EL1, which nothing but \
-                     FEAT_FGT traps, reads with P set; no host record has a PC of the guest's \
-                     code; the host has records before, during and after the guest's run, with \
-                     no decoder error, and PMBIRQs."
-                ))
+        .flat_map(|&mode| [(mode, false), (mode, true)])
+        .map(|(mode, faults)| {
+            let spe = SpeRun {
+                virtualization: true,
+                kernel_args: kernel_args(mode),
+                // Every SPE register access, for KVM's sequence.
+                log: Some("debug"),
+                on_marker: faults.then_some(OnMarker::ctl(RUNNING, FAULTS)),
+                ..SpeRun::new(CpuProfile::NeoverseN1)
+            };
+            let expect = Expect::pass(move |o| {
+                let ctl = std::fs::read_to_string(o.dir.join("ctl.log")).ok();
+                check(
+                    o,
+                    mode,
+                    faults.then_some(ctl.as_deref().unwrap_or_default()),
+                )
+            });
+            let guest = if faults { "kvm-fault" } else { "kvm-guest" };
+            Scenario::new(name(mode, faults), guest, 600, expect)
+                .spe(spe)
+                .proves(proves(mode, faults))
         })
         .collect()
+}
+
+fn proves(mode: &str, faults: bool) -> String {
+    let run = format!(
+        "The kernel at EL2 with `kvm-arm.mode={mode}` runs a KVM guest (`spe-kvm`: one vCPU \
+         pinned to CPU 1, loads, stores and branches at IPA 0x1000000000, MMU off) between two \
+         runs of `spe-workload` on CPU 0, all under `perf record -e \
+         arm_spe_0/ts_enable=1,period=4096/ -a -m ,8`"
+    );
+    let guest = "the guest completes, reads PMSVer 0, and each of its SPE register accesses \
+         (PMSCR_EL1 and PMBLIMITR_EL1 read, PMSCR_EL1 written) is UNDEFINED (an exception with \
+         EC 0), and PMBIDR_EL1, which nothing but FEAT_FGT traps, reads with P set; no host \
+         record has a PC of the guest's code";
+    if faults {
+        return format!(
+            "{run}; once the guest runs, `vhost-device-spe ctl arm` puts a buffer full and then \
+             a stage 1 translation fault on vCPU 1: both are delivered there, the driver reports \
+             the stage 1 fault (\"Unexpected buffer fault\" on CPU 1, PMBSR 0x90020007, AUX \
+             data truncated) while the guest runs, and {guest}."
+        );
+    }
+    format!(
+        "{run}: {guest}; the host has records before, during and after the guest's run, with \
+         no decoder error and no driver error, and PMBIRQs; in nVHE and protected mode the \
+         backend's register log shows KVM saving and zeroing the host's buffer at entry and \
+         restoring it at exit."
+    )
 }
 
 /// One SPE register access of the backend's debug log: "vCPU 0 MRS
@@ -122,12 +184,14 @@ pub struct Entries {
 
 /// nVHE and protected mode's `__debug_save_spe`: PMBLIMITR_EL1 read
 /// with E set, PMSCR_EL1 read (PMSCR_EL12 from an hVHE hypervisor) and
-/// written 0, PMBLIMITR_EL1 written 0 (the drain's barriers are not
-/// register accesses); then `__debug_restore_spe` at exit: PMBLIMITR_EL1
-/// and PMSCR_EL1 written back, before any other access of that vCPU.
+/// written 0, and in newer kernels (7.3's; not 6.1's) PMBLIMITR_EL1
+/// written 0 too (the drain's barriers are not register accesses); then
+/// `__debug_restore_spe` at exit: PMBLIMITR_EL1 (if it was zeroed) and
+/// PMSCR_EL1 written back, before any other access of that vCPU.
 pub fn entries(log: &str) -> Entries {
     let is_pmscr = |r: &str| r == "PMSCR_EL1" || r == "PMSCR_EL12";
-    // Per vCPU: the accesses since a PMBLIMITR_EL1 read with E set.
+    // Per vCPU: the accesses since a PMBLIMITR_EL1 read with E set, as
+    // (is a write, is PMBLIMITR_EL1, value).
     let mut seen: std::collections::HashMap<u32, Vec<(bool, bool, u64)>> = Default::default();
     let mut out = Entries::default();
     for (vcpu, write, reg, value) in log.lines().filter_map(access) {
@@ -143,20 +207,30 @@ pub fn entries(log: &str) -> Entries {
             continue;
         }
         run.push((write, limitr, value));
-        if let [(false, true, lim), (false, false, scr), (true, false, 0), (true, true, 0), ref rest @ ..] =
-            run[..]
-        {
-            match *rest {
-                [] => out.entries += 1,
-                [(true, true, l)] if l == lim => {}
-                [(true, true, l), (true, false, v)] if l == lim && v == scr => {
-                    out.restored += 1;
-                    run.clear();
-                }
-                _ => run.clear(),
+        let [(false, true, lim), (false, false, scr), (true, false, 0), ref rest @ ..] = run[..]
+        else {
+            if run.len() >= 3 {
+                run.clear();
             }
-        } else if run.len() >= 4 {
-            run.clear();
+            continue;
+        };
+        let restores_scr = |&(w, l, v): &(bool, bool, u64)| w && !l && v == scr;
+        let restores_lim = |&(w, l, v): &(bool, bool, u64)| w && l && v == lim;
+        match rest {
+            [] => out.entries += 1,
+            // PMBLIMITR_EL1 zeroed, then given back before PMSCR_EL1.
+            [(true, true, 0)] => {}
+            [(true, true, 0), l] if restores_lim(l) => {}
+            [(true, true, 0), l, s] if restores_lim(l) && restores_scr(s) => {
+                out.restored += 1;
+                run.clear();
+            }
+            // Kernels that leave PMBLIMITR_EL1 alone: PMSCR_EL1 back.
+            [s] if restores_scr(s) => {
+                out.restored += 1;
+                run.clear();
+            }
+            _ => run.clear(),
         }
     }
     out
@@ -171,8 +245,9 @@ fn ec(esr: u64) -> u64 {
     esr >> 26 & 0x3f
 }
 
-/// What [`scenarios`] proves, in `mode`.
-pub fn check(out: &RunOutput, mode: &str) -> Result<(), String> {
+/// What [`scenarios`] proves, in `mode`; with `ctl_log` (the runner's
+/// `ctl.log`), for the run with [`FAULTS`].
+pub fn check(out: &RunOutput, mode: &str, ctl_log: Option<&str>) -> Result<(), String> {
     let j = Judge::new(out);
     j.is("kvm_mode", mode);
     j.zero(&[
@@ -259,7 +334,46 @@ pub fn check(out: &RunOutput, mode: &str) -> Result<(), String> {
             format!("no PMBIRQ while recording ({before} before, {after} after)")
         });
     }
+    match ctl_log {
+        None => j.zero(&["fault_msgs"]),
+        Some(log) => check_faults(&j, out, log),
+    }
     j.finish()
+}
+
+/// [`FAULTS`]: armed on the running VM, delivered on vCPU 1, and the
+/// stage 1 fault reported by the host's driver while the guest ran.
+fn check_faults(j: &Judge, out: &RunOutput, ctl_log: &str) {
+    j.check(armed_on_the_vm(ctl_log), || {
+        format!("ctl did not arm every fault on the VM: {ctl_log:?}")
+    });
+    let delivered: Vec<_> = out.control.delivered().collect();
+    let on_vcpu1 = |kind: fn(&FaultKind) -> bool, pmbsr: u64| {
+        delivered
+            .iter()
+            .any(|f| f.vcpu == 1 && kind(&f.fault) && f.pmbsr.0 == pmbsr)
+    };
+    j.check(
+        on_vcpu1(|k| matches!(k, FaultKind::BufferFull), BUFFER_FULL_PMBSR),
+        || format!("no buffer full delivered on vCPU 1 with PMBSR {BUFFER_FULL_PMBSR:#x}: {delivered:x?}"),
+    );
+    j.check(
+        on_vcpu1(|k| matches!(k, FaultKind::Stage1 { .. }), STAGE1_PMBSR),
+        || {
+            format!(
+                "no stage 1 fault delivered on vCPU 1 with PMBSR {STAGE1_PMBSR:#x}: {delivered:x?}"
+            )
+        },
+    );
+    j.is("fault_msg", "Unexpected_buffer_fault");
+    j.is("fault_cpu", "1");
+    j.check(j.hex("fault_pmbsr") == Some(STAGE1_PMBSR), || {
+        format!(
+            "the driver's error line has PMBSR {}, want {STAGE1_PMBSR:#x}",
+            j.text("fault_pmbsr").unwrap_or("none")
+        )
+    });
+    j.positive(&["fault_msgs_during", "aux_truncated"]);
 }
 
 #[cfg(test)]
@@ -290,9 +404,49 @@ mod tests {
             ("spe_irqs_after", "40"),
             ("kvm_spe_irqs_during", "5"),
             ("aux_truncated", "0"),
+            ("fault_msgs", "0"),
             ("kernel_warnings", "0"),
         ])
     }
+
+    /// What a run with [`FAULTS`] reports when they landed as armed.
+    fn faulted(mode: &str) -> RunOutput {
+        let mut out = passing(mode)
+            .with("fault_msgs", "1")
+            .with("fault_msgs_during", "1")
+            .with("fault_msg", "Unexpected_buffer_fault")
+            .with("fault_cpu", "1")
+            .with("fault_pmbsr", "0x0000000090020007")
+            .with("aux_truncated", "1");
+        out.control.faults = [
+            (FaultKind::BufferFull, BUFFER_FULL_PMBSR),
+            (
+                FaultKind::Stage1 {
+                    fault: spe_protocol::control::XlatFault::Translation,
+                    level: 3,
+                },
+                STAGE1_PMBSR,
+            ),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(
+            |(i, (fault, pmbsr))| spe_protocol::control::FaultDeliveredData {
+                id: i as u32 + 1,
+                vcpu: 1,
+                fault,
+                delivered: true,
+                why: None,
+                pmbsr: spe_protocol::control::Hex(pmbsr),
+                pmbptr: spe_protocol::control::Hex(0),
+            },
+        )
+        .collect();
+        out
+    }
+
+    const CTL_LOG: &str = "$ ctl arm buffer-full\n{\"id\":1,\"pending\":false}\nexit status: 0\n\
+                           $ ctl arm stage1\n{\"id\":2,\"pending\":false}\nexit status: 0\n";
 
     /// A log line of the backend at debug level.
     fn line(vcpu: u32, op: &str, reg: &str, value: u64, result: u64) -> String {
@@ -314,6 +468,17 @@ mod tests {
             v.push(line(vcpu, "MSR", "PMBLIMITR_EL1", lim, 0));
             v.push(line(vcpu, "MSR", scr, 0x2b, 0));
         }
+        v
+    }
+
+    /// An older kernel's entry: PMSCR_EL1 alone saved and restored.
+    fn old_entry(vcpu: u32, restore: Option<u64>) -> Vec<String> {
+        let mut v = vec![
+            line(vcpu, "MRS", "PMBLIMITR_EL1", 0, 0xffff_8000_0821_c001),
+            line(vcpu, "MRS", "PMSCR_EL1", 0, 0x2b),
+            line(vcpu, "MSR", "PMSCR_EL1", 0, 0),
+        ];
+        v.extend(restore.map(|scr| line(vcpu, "MSR", "PMSCR_EL1", scr, 0)));
         v
     }
 
@@ -345,6 +510,22 @@ mod tests {
                     restored: 1,
                 },
             ),
+            // 6.1: PMBLIMITR_EL1 left alone; a restore of another value
+            // is none.
+            (
+                log(&[old_entry(0, Some(0x2b)), old_entry(1, Some(0x2b))]),
+                Entries {
+                    entries: 2,
+                    restored: 2,
+                },
+            ),
+            (
+                log(&[old_entry(0, Some(0x3)), old_entry(0, None)]),
+                Entries {
+                    entries: 2,
+                    restored: 0,
+                },
+            ),
             // The driver's own accesses are no entry.
             (
                 log(&[vec![
@@ -364,14 +545,15 @@ mod tests {
     #[test]
     fn each_mode_has_its_scenario_and_kernel_option() {
         let all = scenarios();
-        assert_eq!(all.len(), MODES.len());
-        for (s, mode) in all.iter().zip(MODES) {
+        assert_eq!(all.len(), 2 * MODES.len());
+        let guests: Vec<_> = all.iter().filter(|s| s.guest == "kvm-guest").collect();
+        for (s, mode) in guests.iter().zip(MODES) {
             assert!(is_kvm(s.name));
             let spe = s.spe.as_ref().unwrap();
             assert!(spe.virtualization);
             let arg = format!(" kvm-arm.mode={mode}");
             assert_eq!(spe.kernel_args, if *mode == "vhe" { "" } else { &arg });
-            assert_eq!(check(&passing(mode), mode), Ok(()));
+            assert_eq!(check(&passing(mode), mode, None), Ok(()));
         }
     }
 
@@ -395,12 +577,48 @@ mod tests {
             ("kvm_unexpected_esr", "0x96000000", "unexpected exception"),
         ];
         for &(key, value, why) in rows {
-            let e = check(&passing("vhe").with(key, value), "vhe").unwrap_err();
+            let e = check(&passing("vhe").with(key, value), "vhe", None).unwrap_err();
             assert!(e.contains(why), "{key}={value}: {e}");
         }
-        assert!(check(&RunOutput::from_line(""), "vhe").is_err());
+        assert!(check(&RunOutput::from_line(""), "vhe", None).is_err());
         // Trapped, PMBIDR_EL1 is UNDEFINED like the others (FEAT_FGT).
         let trapped = passing("vhe").with("kvm_pmbidr_read_esr", "0x2000000");
-        assert_eq!(check(&trapped, "vhe"), Ok(()));
+        assert_eq!(check(&trapped, "vhe", None), Ok(()));
+        // A driver error in a run without faults.
+        let e = check(&passing("vhe").with("fault_msgs", "1"), "vhe", None).unwrap_err();
+        assert!(e.contains("fault_msgs"), "{e}");
+    }
+
+    #[test]
+    fn the_faults_must_land_on_the_guests_cpu_while_it_runs() {
+        for mode in MODES {
+            assert_eq!(check(&faulted(mode), mode, Some(CTL_LOG)), Ok(()));
+        }
+        let rows: &[(&str, &str, &str)] = &[
+            ("fault_msgs_during", "0", "fault_msgs_during"),
+            ("fault_cpu", "0", "fault_cpu"),
+            ("fault_msg", "none", "fault_msg"),
+            ("fault_pmbsr", "0x0000000090020004", "PMBSR"),
+            ("aux_truncated", "0", "aux_truncated"),
+        ];
+        for &(key, value, why) in rows {
+            let e = check(&faulted("nvhe").with(key, value), "nvhe", Some(CTL_LOG)).unwrap_err();
+            assert!(e.contains(why), "{key}={value}: {e}");
+        }
+        // Pending for the next VM; delivered elsewhere; not delivered.
+        let pending = CTL_LOG.replace("\"id\":2,\"pending\":false", "\"id\":2,\"pending\":true");
+        assert!(check(&faulted("vhe"), "vhe", Some(&pending)).is_err());
+        let mut elsewhere = faulted("vhe");
+        elsewhere.control.faults[1].vcpu = 0;
+        assert!(check(&elsewhere, "vhe", Some(CTL_LOG))
+            .unwrap_err()
+            .contains("stage 1"));
+        let mut undelivered = faulted("vhe");
+        undelivered.control.faults[0].delivered = false;
+        assert!(check(&undelivered, "vhe", Some(CTL_LOG))
+            .unwrap_err()
+            .contains("buffer full"));
+        // The run without faults must not pass as one with them.
+        assert!(check(&passing("vhe"), "vhe", Some(CTL_LOG)).is_err());
     }
 }

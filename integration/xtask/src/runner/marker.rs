@@ -55,25 +55,29 @@ impl Run<'_> {
         result
     }
 
-    /// `vhost-device-spe ctl --json ARGS…`, its output in `ctl.log`.
-    fn run_ctl(&self, args: &[&str]) {
-        let out = Command::new(&self.rig.backend)
-            .arg("ctl")
-            .arg("--socket")
-            .arg(ctl_socket(&self.socket))
-            .arg("--json")
-            .args(args)
-            .output();
-        let text = match out {
-            Ok(o) => format!(
-                "$ ctl {}\n{}{}{}\n",
-                args.join(" "),
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr),
-                o.status
-            ),
-            Err(e) => format!("cannot run ctl: {e}\n"),
-        };
+    /// `vhost-device-spe ctl --json ARGS…` for each ARGS in turn, their
+    /// output in `ctl.log`.
+    fn run_ctl(&self, commands: &[&[&str]]) {
+        let mut text = String::new();
+        for args in commands {
+            let out = Command::new(&self.rig.backend)
+                .arg("ctl")
+                .arg("--socket")
+                .arg(ctl_socket(&self.socket))
+                .arg("--json")
+                .args(*args)
+                .output();
+            text += &match out {
+                Ok(o) => format!(
+                    "$ ctl {}\n{}{}{}\n",
+                    args.join(" "),
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr),
+                    o.status
+                ),
+                Err(e) => format!("cannot run ctl: {e}\n"),
+            };
+        }
         let _ = fs::write(self.dir.join("ctl.log"), text);
     }
 

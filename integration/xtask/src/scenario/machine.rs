@@ -36,9 +36,9 @@ pub const ICOUNT_FIXED: &str = "shift=0,sleep=off";
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MarkerAction {
     /// Run `vhost-device-spe ctl --json ARGS…` against the backend's
-    /// `--control-socket` (output in the run's `ctl.log`): the control
-    /// socket used live, as a user would.
-    Ctl(&'static [&'static str]),
+    /// `--control-socket`, once for each ARGS in turn (output in the
+    /// run's `ctl.log`): the control socket used live, as a user would.
+    Ctl(&'static [&'static [&'static str]]),
     /// Stop the backend (SIGSTOP) for the time given, then let it go on
     /// (SIGCONT): a stalled backend (`stall.log`).
     Stall(Duration),
@@ -62,7 +62,7 @@ pub struct OnMarker {
 }
 
 impl OnMarker {
-    pub const fn ctl(marker: &'static str, args: &'static [&'static str]) -> OnMarker {
+    pub const fn ctl(marker: &'static str, args: &'static [&'static [&'static str]]) -> OnMarker {
         OnMarker {
             marker,
             action: MarkerAction::Ctl(args),

@@ -301,7 +301,7 @@ fn booted_with_a_device_tree() -> Vec<Scenario> {
         )
         .spe(SpeRun {
             pmu_ss: true,
-            on_marker: Some(OnMarker::ctl(snapshot::HOST_MARKER, &["snapshot"])),
+            on_marker: Some(OnMarker::ctl(snapshot::HOST_MARKER, &[&["snapshot"]])),
             ..max()
         })
         .proves(
