@@ -87,11 +87,15 @@ pub fn is_kvm(name: &str) -> bool {
     name.starts_with("kvm-guest-") || name.starts_with("kvm-fault-")
 }
 
+/// The KVM runs CI makes, on the newest kernel: VHE, the mode a kernel
+/// at EL2 takes by default. The others are run by hand.
+const IN_CI: &[&str] = &["kvm-guest-vhe", "kvm-fault-vhe"];
+
 /// Which set runs the KVM scenario `name` on `k` (None: not at all);
-/// None for a scenario that is not one of them. Every mode on every
-/// kernel is run by hand for now.
-pub fn selection(name: &str, _k: &KernelSpec) -> Option<Option<Set>> {
-    is_kvm(name).then_some(Some(Set::ByHand))
+/// None for a scenario that is not one of them.
+pub fn selection(name: &str, k: &KernelSpec) -> Option<Option<Set>> {
+    let ci = k == KernelSpec::newest() && IN_CI.contains(&name);
+    is_kvm(name).then_some(Some(if ci { Set::Ci } else { Set::ByHand }))
 }
 
 /// Two scenarios per mode: the guest's run, and the same with
@@ -587,6 +591,19 @@ mod tests {
         // A driver error in a run without faults.
         let e = check(&passing("vhe").with("fault_msgs", "1"), "vhe", None).unwrap_err();
         assert!(e.contains("fault_msgs"), "{e}");
+    }
+
+    #[test]
+    fn ci_runs_vhe_on_the_newest_kernel_and_the_rest_is_by_hand() {
+        use crate::kernels::MATRIX;
+        for s in scenarios() {
+            for k in MATRIX {
+                let ci = k == KernelSpec::newest() && s.name.ends_with("-vhe");
+                let want = if ci { Set::Ci } else { Set::ByHand };
+                assert_eq!(selection(s.name, k), Some(Some(want)), "{} on {}", s.name, k.name);
+            }
+        }
+        assert_eq!(selection("stock", KernelSpec::newest()), None);
     }
 
     #[test]
