@@ -1,28 +1,13 @@
 # KVM runs a guest of its own (spe-kvm: one vCPU, its code at IPA
 # 0x1000000000 with the MMU off) while the host records SPE on every CPU,
-# between runs of spe-workload (100 passes, some 4000 records) before and after it. The guest
+# between runs of spe-workload (10 passes) before and after it. The guest
 # reports what it saw of SPE (ID_AA64DFR0_EL1, the ESR of each SPE
 # register access); the host's records are counted by where their PC is
 # and when they were taken (the VMM prints the host's counter around
 # its run loop). The mode is the kernel's kvm-arm.mode.
 . /scenarios/lib/spe.sh
-# 6.1 says "Hyp mode" for nVHE.
-mode=$(dmesg | grep -m 1 -o -E '(Protected [nh]VHE|Hyp nVHE|Hyp hVHE|Hyp|VHE) mode initialized successfully')
-case "$mode" in
-Protected*) result kvm_mode=protected ;;
-Hyp\ nVHE* | Hyp\ mode*) result kvm_mode=nvhe ;;
-Hyp\ hVHE*) result kvm_mode=hvhe ;;
-VHE*) result kvm_mode=vhe ;;
-*)
-    dmesg | grep -i -e kvm -e hyp | tail -n 10
-    fail "KVM did not initialise: ${mode:-no line}"
-    return 0
-    ;;
-esac
-if [ ! -c /dev/kvm ]; then
-    fail "no /dev/kvm"
-    return 0
-fi
+. /scenarios/lib/kvm.sh
+kvm_mode || return 0
 spe_irqs() {
     awk '/arm_spe|spe/ { n = 0; for (i = 2; i <= 3; i++) n += $i; print n }' /proc/interrupts | head -n 1
 }
@@ -30,13 +15,13 @@ irq_before=$(spe_irqs)
 # An 8-page AUX buffer per CPU: the driver's buffer fills (a PMBIRQ)
 # every 4 pages, several times while the guest runs. A period of 4096
 # lets perf keep up under emulation: a full AUX buffer is reported
-# (truncated) and stops the event until perf drains it. Everything runs
-# on CPU 0 but the VMM, on CPU 1: CPU 1's event is still running when
-# the guest enters (a CPU-wide event that a full AUX buffer stopped
-# may stay stopped), and faults armed on vCPU 1 land on the guest's CPU.
+# (truncated) and stops the event until perf drains it. The workload runs on CPU 0 and the VMM on CPU 1 (perf where it
+# likes): CPU 1's event is still running when the guest enters (a
+# CPU-wide event that a full AUX buffer stopped may stay stopped), and
+# faults armed on vCPU 1 land on the guest's CPU.
 # kvm_iterations: how long the guest runs (kvm-fault.sh runs it longer).
-taskset -c 0 perf record -e arm_spe_0/ts_enable=1,period=4096/ -a -m ,8 -o /tmp/kvm.data -- \
-    sh -c 'spe-workload 100 1 > /dev/null; taskset -c 1 spe-kvm '"${kvm_iterations:-300000000}"'; echo kvm_rc=$?; spe-workload 100 1 > /dev/null' \
+perf record -e arm_spe_0/ts_enable=1,period=4096/ -a -m ,8 -o /tmp/kvm.data -- \
+    sh -c 'taskset -c 0 spe-workload 10 1 > /dev/null; taskset -c 1 spe-kvm '"${kvm_iterations:-300000000}"'; echo kvm_rc=$?; taskset -c 0 spe-workload 10 1 > /dev/null' \
     > /tmp/kvm.log 2>&1
 rc=$?
 irq_after=$(spe_irqs)

@@ -140,6 +140,15 @@ pub enum Command {
         #[command(flatten)]
         kernel: Kernel,
     },
+    /// By hand: the kernel's KVM selftests (set_id_regs, debug-exceptions,
+    /// vpmu_counter_access, get-reg-list), built from K's source package,
+    /// in the guest at EL2 in each KVM mode, alone and while perf records
+    /// SPE; their outcomes must not differ
+    #[command(name = "kvm-selftests")]
+    KvmSelftests {
+        #[command(flatten)]
+        kernel: Kernel,
+    },
     /// A QEMU git tree in DIR/src (DIR new) with the series as branch
     /// `spe`, and DIR/build configured through the set-up's ccache
     SeriesTree { dir: PathBuf },

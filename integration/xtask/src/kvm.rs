@@ -73,7 +73,7 @@ const FAULTS: &[&[&str]] = &[
 const BUFFER_FULL_PMBSR: u64 = 0x2_0001;
 const STAGE1_PMBSR: u64 = 0x9002_0007;
 
-fn kernel_args(mode: &str) -> &'static str {
+pub(crate) fn kernel_args(mode: &str) -> &'static str {
     match mode {
         // The default of a kernel at EL2 with VHE: 7.3 refuses the
         // option's "vhe" as malformed.

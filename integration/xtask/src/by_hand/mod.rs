@@ -1,7 +1,9 @@
 //! The tools run by hand, not in CI: the overhead benchmark, the soak,
-//! the LAVA job, virtme-ng, and the QEMU series' workflow.
+//! the LAVA job, virtme-ng, the KVM selftests, and the QEMU series'
+//! workflow.
 
 pub mod bench;
+pub mod kvm_selftests;
 pub mod lava;
 pub mod soak;
 pub mod vng;
@@ -78,6 +80,13 @@ pub fn virtme_ng(kernel: &'static KernelSpec) -> Result<bool> {
     let paths = Paths::discover()?;
     let rig = prepare(&paths, &[kernel], &[QemuRelease::main()])?.remove(0);
     vng::run_vng(&rig, &paths.target.join("integration"))
+}
+
+/// `cargo xtask kvm-selftests`.
+pub fn kvm_selftests(kernel: &'static KernelSpec) -> Result<bool> {
+    let paths = Paths::discover()?;
+    let rig = prepare(&paths, &[kernel], &[QemuRelease::main()])?.remove(0);
+    kvm_selftests::run_selftests(&paths, rig)
 }
 
 /// `cargo xtask series-tree DIR`.

@@ -1,0 +1,40 @@
+# The kernel's own KVM selftests, which `cargo xtask kvm-selftests`
+# builds from the kernel's source package and adds under
+# /usr/lib/kvm-selftests: each runs alone, then while perf records SPE
+# on every CPU. Per test, both runs' exit status (0 passed, 4 skipped:
+# kselftest's KSFT_SKIP) and KTAP totals (pass/fail/skip/error), and the
+# second's records and decoder errors.
+. /scenarios/lib/spe.sh
+. /scenarios/lib/kvm.sh
+kvm_mode || return 0
+dir=/usr/lib/kvm-selftests
+if [ ! -d "$dir" ]; then
+    fail "no $dir: cargo xtask kvm-selftests adds them"
+    return 0
+fi
+totals() {
+    sed -n 's/^# Totals: pass:\([0-9]*\) fail:\([0-9]*\) xfail:[0-9]* xpass:[0-9]* skip:\([0-9]*\) error:\([0-9]*\).*/\1\/\2\/\3\/\4/p' "$1" | tail -n 1
+}
+for t in "$dir"/*; do
+    n=${t##*/}
+    "$t" > /tmp/st.plain 2>&1
+    plain=$?
+    rm -f /tmp/st.rc
+    perf record -e arm_spe_0/ts_enable=1/ -a -o /tmp/st.data -- \
+        sh -c "$t > /tmp/st.spe 2>&1; echo \$? > /tmp/st.rc" > /tmp/st.perf 2>&1
+    perf_rc=$?
+    spe=$(cat /tmp/st.rc 2>/dev/null)
+    perf report -D -i /tmp/st.data > /tmp/st.dump 2>&1
+    records=$(grep -cE '[[:space:]](TS [0-9]+|END)$' /tmp/st.dump)
+    bad=$(grep -ciE 'bad packet|decoder error|failed to decode' /tmp/st.dump)
+    echo "== $n: $plain alone, ${spe:-none} under perf"
+    tail -n 3 /tmp/st.plain
+    if [ "$plain" != "${spe:-none}" ]; then
+        tail -n 10 /tmp/st.spe /tmp/st.perf
+    fi
+    result kvm_selftest="$n" plain_rc=$plain spe_rc="${spe:-none}" perf_rc=$perf_rc \
+        plain_totals="$(totals /tmp/st.plain)" spe_totals="$(totals /tmp/st.spe)" \
+        spe_records="$records" spe_bad_packets="$bad"
+done
+result kernel_warnings=$(dmesg | grep -cE 'WARNING:|BUG:|Oops|Call trace:')
+pass
