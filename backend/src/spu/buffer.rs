@@ -170,6 +170,7 @@ impl Spu {
         let chunks = match self.translate_record(ptr, len, mem) {
             Ok(c) => c,
             Err(e) => {
+                self.log_write_fault(ptr, len, mem, e);
                 self.debug_write_fault(e);
                 return SampleOutcome::Fault;
             }
@@ -235,6 +236,25 @@ impl Spu {
 
     /// `DebugWriteFault()` / `DebugWriteExternalAbort()`: a fault writing
     /// the buffer stops profiling with a data-abort syndrome.
+    /// What a driver developer needs to tell a fault of the buffer's own
+    /// tables from the model's: the record's VA, where stage 1 put it
+    /// (the IPA, when there is a stage 2) and the stage 2 walked.
+    fn log_write_fault<M: GuestMemory>(&self, va: u64, len: usize, mem: &M, e: WriteError) {
+        if !log::log_enabled!(log::Level::Debug) {
+            return;
+        }
+        let (s1, s2) = self.buffer_regime();
+        let ipa = s1.map(|s1| translate::translate(mem, &s1, None, va).map(|m| m.pa));
+        let x = &self.xlat;
+        log::debug!(
+            "buffer write of {len} bytes at {va:#x}: {e:?}; stage 1 gives {ipa:x?}; stage 2 {}",
+            match s2 {
+                Some(_) => format!("VTTBR_EL2 {:#x} VTCR_EL2 {:#x}", x.vttbr_el2, x.vtcr_el2),
+                None => "none".into(),
+            }
+        );
+    }
+
     pub(crate) fn debug_write_fault(&mut self, e: WriteError) {
         let (ec, fsc, ea) = match e {
             WriteError::Translation(Fault::Stage1(f)) => (pmbsr_ec::STAGE1_DATA_ABORT, f, false),

@@ -73,7 +73,9 @@ first=$(echo "$during" | head -n 1)
 msg=$(echo "$first" | sed -n 's/^.*arm_spe_pmu: \(.*\) on CPU .*/\1/p' | tr ' ' '_')
 msg_cpu=$(echo "$first" | sed -n 's/.* on CPU \([0-9]*\) \[PMBSR=.*/\1/p')
 msg_pmbsr=$(echo "$first" | sed -n 's/.*\[PMBSR=\(0x[0-9a-f]*\),.*/\1/p')
-result fault_msgs=$msgs fault_msgs_during=$(echo "$during" | grep -c PMBSR) fault_msg=${msg:-none} fault_cpu=${msg_cpu:-none} fault_pmbsr=${msg_pmbsr:-none}
+# EC 0x25 (PMBSR bits 31:26): a stage 2 fault of the buffer's writes.
+s2=$(dmesg | grep -cE 'on CPU [0-9]+ \[PMBSR=0x0*9[4-7][0-9a-f]{6},')
+result fault_msgs=$msgs fault_stage2_msgs=$s2 fault_msgs_during=$(echo "$during" | grep -c PMBSR) fault_msg=${msg:-none} fault_cpu=${msg_cpu:-none} fault_pmbsr=${msg_pmbsr:-none}
 result $(cat /tmp/kvm.counts) kernel_warnings=$(dmesg | grep -cE 'WARNING:|BUG:|Oops|Call trace:')
 head -n 3 /tmp/kvm.data.tab
 pass

@@ -3,7 +3,8 @@
 # /usr/lib/kvm-selftests: each runs alone, then while perf records SPE
 # on every CPU. Per test, both runs' exit status (0 passed, 4 skipped:
 # kselftest's KSFT_SKIP) and KTAP totals (pass/fail/skip/error), and the
-# second's records and decoder errors.
+# second's records and decoder errors. A test is stopped after ten
+# minutes (busybox's timeout: status 143).
 . /scenarios/lib/spe.sh
 . /scenarios/lib/kvm.sh
 kvm_mode || return 0
@@ -17,17 +18,18 @@ totals() {
 }
 for t in "$dir"/*; do
     n=${t##*/}
-    "$t" > /tmp/st.plain 2>&1
+    echo "== $n"
+    timeout 600 "$t" > /tmp/st.plain 2>&1
     plain=$?
     rm -f /tmp/st.rc
     perf record -e arm_spe_0/ts_enable=1/ -a -o /tmp/st.data -- \
-        sh -c "$t > /tmp/st.spe 2>&1; echo \$? > /tmp/st.rc" > /tmp/st.perf 2>&1
+        sh -c "timeout 600 $t > /tmp/st.spe 2>&1; echo \$? > /tmp/st.rc" > /tmp/st.perf 2>&1
     perf_rc=$?
     spe=$(cat /tmp/st.rc 2>/dev/null)
     perf report -D -i /tmp/st.data > /tmp/st.dump 2>&1
     records=$(grep -cE '[[:space:]](TS [0-9]+|END)$' /tmp/st.dump)
     bad=$(grep -ciE 'bad packet|decoder error|failed to decode' /tmp/st.dump)
-    echo "== $n: $plain alone, ${spe:-none} under perf"
+    echo "$n: $plain alone, ${spe:-none} under perf"
     tail -n 3 /tmp/st.plain
     if [ "$plain" != "${spe:-none}" ]; then
         tail -n 10 /tmp/st.spe /tmp/st.perf

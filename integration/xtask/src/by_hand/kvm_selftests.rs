@@ -103,6 +103,7 @@ fn outcome(rc: &str) -> String {
     match rc {
         "0" => "pass".into(),
         "4" => "skip".into(),
+        "143" => "timeout (600 s)".into(),
         rc => format!("fail ({rc})"),
     }
 }
