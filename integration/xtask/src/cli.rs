@@ -148,6 +148,9 @@ pub enum Command {
     KvmSelftests {
         #[command(flatten)]
         kernel: Kernel,
+        /// Only this KVM mode (vhe, nvhe, protected); all three by default
+        #[arg(long, value_parser = ["vhe", "nvhe", "protected"])]
+        mode: Option<String>,
     },
     /// A QEMU git tree in DIR/src (DIR new) with the series as branch
     /// `spe`, and DIR/build configured through the set-up's ccache

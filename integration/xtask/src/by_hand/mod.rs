@@ -83,10 +83,14 @@ pub fn virtme_ng(kernel: &'static KernelSpec) -> Result<bool> {
 }
 
 /// `cargo xtask kvm-selftests`.
-pub fn kvm_selftests(kernel: &'static KernelSpec) -> Result<bool> {
+pub fn kvm_selftests(kernel: &'static KernelSpec, mode: Option<String>) -> Result<bool> {
     let paths = Paths::discover()?;
     let rig = prepare(&paths, &[kernel], &[QemuRelease::main()])?.remove(0);
-    kvm_selftests::run_selftests(&paths, rig)
+    let modes: Vec<&str> = match &mode {
+        Some(m) => vec![m.as_str()],
+        None => crate::kvm::MODES.to_vec(),
+    };
+    kvm_selftests::run_selftests(&paths, rig, &modes)
 }
 
 /// `cargo xtask series-tree DIR`.
