@@ -3,8 +3,9 @@
 # /usr/lib/kvm-selftests: each runs alone, then while perf records SPE
 # on every CPU. Per test, both runs' exit status (0 passed, 4 skipped:
 # kselftest's KSFT_SKIP) and KTAP totals (pass/fail/skip/error), and the
-# second's records and decoder errors. A test is stopped after ten
-# minutes (busybox's timeout: status 143).
+# second's records and decoder errors. (No per-test timeout: under
+# busybox's timeout, get-reg-list was killed by SIGTERM as it started,
+# with perf recording; the run's own timeout bounds a hang.)
 . /scenarios/lib/spe.sh
 . /scenarios/lib/kvm.sh
 kvm_mode || return 0
@@ -19,11 +20,11 @@ totals() {
 for t in "$dir"/*; do
     n=${t##*/}
     echo "== $n"
-    timeout 600 "$t" > /tmp/st.plain 2>&1
+    "$t" > /tmp/st.plain 2>&1
     plain=$?
     rm -f /tmp/st.rc
     perf record -e arm_spe_0/ts_enable=1/ -a -o /tmp/st.data -- \
-        sh -c "timeout 600 $t > /tmp/st.spe 2>&1; echo \$? > /tmp/st.rc" > /tmp/st.perf 2>&1
+        sh -c "$t > /tmp/st.spe 2>&1; echo \$? > /tmp/st.rc" > /tmp/st.perf 2>&1
     perf_rc=$?
     spe=$(cat /tmp/st.rc 2>/dev/null)
     perf report -D -i /tmp/st.data > /tmp/st.dump 2>&1

@@ -43,12 +43,17 @@ pub fn run_selftests(paths: &Paths, mut rig: Rig, modes: &[&str]) -> Result<bool
     rig.initrd = with_selftests(&rig.initrd, &bins)?;
     let mut table = format!(
         "# KVM selftests on {} with and without SPE recording\n\n\
-         `cargo xtask kvm-selftests --kernel {}`; each test alone, then under \
+         `cargo xtask kvm-selftests --kernel {}{}`; each test alone, then under \
          `perf record -e arm_spe_0/ts_enable=1/ -a`. Exit status 0 passed, 4 \
          skipped; totals are KTAP's pass/fail/skip/error.\n\n\
          | mode | test | alone | with SPE | totals alone | totals with SPE | records |\n\
          |---|---|---|---|---|---|---|\n",
-        rig.spec.name, rig.spec.name
+        rig.spec.name,
+        rig.spec.name,
+        match modes {
+            [m] => format!(" --mode {m}"),
+            _ => String::new(),
+        }
     );
     let mut same = true;
     for &mode in modes {
@@ -104,7 +109,6 @@ fn outcome(rc: &str) -> String {
     match rc {
         "0" => "pass".into(),
         "4" => "skip".into(),
-        "143" => "timeout (600 s)".into(),
         rc => format!("fail ({rc})"),
     }
 }
