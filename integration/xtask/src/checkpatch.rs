@@ -28,16 +28,7 @@ fn scripts(paths: &Paths) -> Result<PathBuf> {
     let step = Step::new(format!("{pkg}: checkpatch.pl from the kernel source"));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir)?;
-    run(
-        &format!("apt-get download {pkg}"),
-        apt.command("apt-get")
-            .current_dir(&dir)
-            .args(["download", &pkg]),
-    )?;
-    let deb = fs::read_dir(&dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|x| x == "deb"))
-        .with_context(|| format!("apt-get download {pkg} left no .deb"))?;
+    let deb = apt.download(&pkg, &dir)?;
     let members: Vec<String> = FILES.iter().map(|f| format!("{pkg}/scripts/{f}")).collect();
     let script = format!(
         "dpkg-deb --fsys-tarfile \"$1\" | tar -xO ./usr/src/{pkg}.tar.xz | tar -xJ {}",

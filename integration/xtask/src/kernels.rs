@@ -147,6 +147,20 @@ impl Apt {
         c
     }
 
+    /// `apt-get download PACKAGE` into `dir`; the `.deb` it left.
+    pub fn download(&self, package: &str, dir: &Path) -> Result<PathBuf> {
+        run(
+            &format!("apt-get download {package}"),
+            self.command("apt-get")
+                .current_dir(dir)
+                .args(["download", package]),
+        )?;
+        fs::read_dir(dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.extension().is_some_and(|x| x == "deb"))
+            .with_context(|| format!("apt-get download {package} left no .deb"))
+    }
+
     pub fn is_private(&self) -> bool {
         self.config.is_some()
     }

@@ -171,16 +171,7 @@ fn build(paths: &Paths, rig: &Rig) -> Result<Vec<PathBuf>> {
             apt.update()?;
         }
         let package = format!("linux-source-{}", spec.name);
-        run(
-            &format!("apt-get download {package}"),
-            apt.command("apt-get")
-                .current_dir(&debs)
-                .args(["download", &package]),
-        )?;
-        let deb = fs::read_dir(&debs)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.extension().is_some_and(|x| x == "deb"))
-            .context("apt-get download left no .deb")?;
+        let deb = apt.download(&package, &debs)?;
         let unpacked = dir.join("deb");
         run(
             "unpacking the source package",
