@@ -327,7 +327,7 @@ pub fn control_request(data: &[u8]) {
     };
     let mut spus = [Spu::new(Features::max()), Spu::new(Features::max())];
     for vm in [None, Some(&mut spus[..])] {
-        let reply = hub.run_command(&req, vm);
+        let reply = hub.run_command(&req, vm, crate::control::Origin::Host);
         let text = serde_json::to_string(&reply).expect("a reply serialises");
         assert!(!text.contains('\n'));
         assert!(matches!(

@@ -72,6 +72,9 @@ pub struct SpeOptions {
     pub stock: bool,
     /// `--spe-plugin PATH`: the TCG plugin (`libspe_plugin.so`).
     pub plugin: Option<PathBuf>,
+    /// `--spe-guest-control`: the guest control port, a virtio-serial port
+    /// through which the guest arms faults for its own VM.
+    pub guest_control: bool,
     /// `--spe-help`.
     pub help: bool,
 }
@@ -168,6 +171,10 @@ pub fn split_spe_options(args: &[String]) -> Result<(SpeOptions, Vec<String>), E
         }
         if name == "stock" {
             spe.stock = true;
+            continue;
+        }
+        if name == "guest-control" {
+            spe.guest_control = true;
             continue;
         }
         let (name, inline) = match name.split_once('=') {
@@ -512,6 +519,12 @@ pub fn plan(
     if el2 && stock.is_none() {
         backend_args.push("--el2".into());
     }
+    if spe.guest_control {
+        let path = socket.with_file_name("guest-control.sock");
+        out.extend(spe_protocol::guest_port::qemu_args(&path));
+        backend_args.push("--guest-control-socket".into());
+        backend_args.push(path.display().to_string());
+    }
     for (option, path) in [
         ("--control-socket", &spe.control_socket),
         ("--record", &spe.record),
@@ -623,6 +636,36 @@ mod tests {
             plan_of("--spe-stock -M virt -kernel I"),
             Err(Error::NoCpuStock)
         );
+    }
+
+    /// The guest control port: the named virtio-serial port on a socket
+    /// beside the backend's, which the backend serves.
+    #[test]
+    fn the_guest_control_port() {
+        for stock in ["", "--spe-stock"] {
+            let p = plan_of(&format!(
+                "{stock} --spe-guest-control -M virt -cpu max -kernel Image"
+            ))
+            .unwrap();
+            let q = p.qemu_args.join(" ");
+            assert!(
+                q.ends_with(
+                    "-chardev socket,id=spe-guest-control,path=/run/x/guest-control.sock,reconnect-ms=1000 \
+                     -device virtio-serial-pci,id=spe-serial \
+                     -device virtserialport,bus=spe-serial.0,chardev=spe-guest-control,\
+                     name=org.vhost-device-spe.control"
+                ),
+                "{q}"
+            );
+            let b = p.backend_args.join(" ");
+            assert!(
+                b.ends_with("--guest-control-socket /run/x/guest-control.sock"),
+                "{b}"
+            );
+        }
+        let p = plan_of("-M virt -cpu max -kernel Image").unwrap();
+        assert!(!p.qemu_args.join(" ").contains("virtserialport"));
+        assert!(!p.backend_args.join(" ").contains("guest-control"));
     }
 
     /// QEMU's documented virt command line, rewritten.

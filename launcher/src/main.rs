@@ -45,6 +45,9 @@ Options (taken out before QEMU sees the command line):
                              when QEMU fails)
   --spe-control-socket PATH  the backend's control socket, for
                              `vhost-device-spe ctl` (faults on demand, queries)
+  --spe-guest-control        a virtio-serial port, org.vhost-device-spe.control,
+                             through which the guest arms faults and reads
+                             events for its own VM (protocol/README.md)
   --spe-record DIR           keep every record the backend writes, per vCPU, for
                              `vhost-device-spe report DIR --system-map System.map`
                              (no perf needed in the guest)

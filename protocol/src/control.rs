@@ -2,7 +2,7 @@
 //! QMP users know. See `protocol/README.md` ("The control socket").
 //!
 //! ```text
-//! S: {"SPE":{"version":{"major":1,"minor":0},"product":"vhost-device-spe"}}
+//! S: {"SPE":{"version":{"major":1,"minor":1},"product":"vhost-device-spe"}}
 //! C: {"execute":"arm-fault","arguments":{"vcpu":0,"kind":"buffer-full","trigger":"at-byte","offset":4096},"id":1}
 //! S: {"return":{"id":1,"pending":false},"id":1}
 //! S: {"event":"PMBIRQ","data":{"vcpu":0,"level":true,"pmbsr":"0x20001"},"timestamp":{"seconds":1795000000,"microseconds":12}}
@@ -25,11 +25,19 @@ use serde_json::{json, Map, Value};
 
 /// Major version: bumped when a message changes incompatibly.
 pub const VERSION_MAJOR: u32 = 1;
-/// Minor version: bumped when commands or fields are added.
-pub const VERSION_MINOR: u32 = 0;
+/// Minor version: bumped when commands or fields are added (1: the
+/// guest control port and `query-events`).
+pub const VERSION_MINOR: u32 = 1;
 /// Longest line the server reads; a longer one is an error and closes the
 /// connection (a peer that never sends a newline cannot grow our memory).
 pub const MAX_LINE: usize = 64 * 1024;
+/// Longest line the guest control port reads: a longer one gets an error
+/// and is skipped to its newline, and the port stays usable (the guest
+/// cannot reconnect a virtio-serial port).
+pub const MAX_GUEST_LINE: usize = 4096;
+/// Most events one `query-events` reply carries (it says `more`), so that
+/// a reply stays within what a guest reads in one go.
+pub const MAX_EVENTS_PER_QUERY: usize = 16;
 
 /// The first line the server sends.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -171,8 +179,12 @@ pub enum Command {
     ResetStats(VcpuArgs),
     /// → [`Reply::Choices`].
     QueryChoices(NoArgs),
-    /// → [`Reply::Done`]: for the VM's SPUs and the next VMs.
+    /// → [`Reply::Done`]: for the VM's SPUs and the next VMs (from the
+    /// guest control port, for its VM only).
     SetChoice(SetChoiceArgs),
+    /// → [`Reply::Events`]; the guest control port's, where events are
+    /// queued rather than pushed.
+    QueryEvents(NoArgs),
 }
 
 impl Command {
@@ -187,6 +199,7 @@ impl Command {
         "reset-stats",
         "query-choices",
         "set-choice",
+        "query-events",
     ];
 
     /// Types a request: `CommandNotFound` for a name no command has,
@@ -231,6 +244,7 @@ impl Command {
             Command::QueryFaults(_) => Reply::Faults(from_value(ret)?),
             Command::Snapshot(_) => Reply::Snapshots(from_value(ret)?),
             Command::QueryChoices(_) => Reply::Choices(from_value(ret)?),
+            Command::QueryEvents(_) => Reply::Events(from_value(ret)?),
             Command::CancelFault(_) | Command::ResetStats(_) | Command::SetChoice(_) => {
                 Reply::Done(from_value(ret)?)
             }

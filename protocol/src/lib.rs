@@ -7,6 +7,7 @@ pub mod a64;
 pub mod channel;
 #[cfg(feature = "control")]
 pub mod control;
+pub mod guest_port;
 mod le;
 pub mod op;
 pub mod packet;

@@ -11,6 +11,11 @@
 //! for the next VM).
 //!
 //! Nothing here knows QEMU: a front end hands over its `&mut [Spu]`.
+//!
+//! The same hub serves the guest control port ([`Origin::Guest`]): the
+//! commands reach only the guest's own VM (no faults kept for a later
+//! one, no choices for later VMs), and its events wait in the
+//! connection's queue for `query-events`.
 
 mod server;
 
@@ -18,9 +23,9 @@ pub mod client;
 pub use server::{spawn, Handle};
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use log::{info, warn};
@@ -45,10 +50,33 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(2);
 /// Event lines queued for one slow client before it misses some.
 const CLIENT_QUEUE: usize = 1024;
 
+/// Who sent a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A client of the host's control socket.
+    Host,
+    /// The guest, through its control port (`--guest-control-socket`).
+    Guest,
+}
+
 /// A command waiting for the front end.
 struct Call {
     req: Request,
+    origin: Origin,
     reply: Sender<ServerLine>,
+}
+
+/// A connection's queue of event lines, and how many it had no room for.
+struct Subscriber {
+    tx: SyncSender<String>,
+    missed: Arc<AtomicU64>,
+}
+
+/// What [`Hub::subscribe`] hands a connection.
+pub(crate) struct Subscription {
+    pub tx: SyncSender<String>,
+    pub rx: Receiver<String>,
+    pub missed: Arc<AtomicU64>,
 }
 
 /// What the control socket and the front end share. See the module
@@ -59,7 +87,7 @@ pub struct Hub {
     wake: EventFd,
     /// Front ends that serve calls (0 or 1).
     attached: AtomicUsize,
-    clients: Mutex<Vec<SyncSender<String>>>,
+    clients: Mutex<Vec<Subscriber>>,
     has_clients: AtomicBool,
     next_id: AtomicU32,
     /// Faults armed while no VM was connected, for the next one.
@@ -146,13 +174,17 @@ impl Hub {
 
     /// Runs `req` (from a client thread): through the front end when one
     /// is attached, else on the hub's own state.
-    pub(crate) fn call(&self, req: Request) -> ServerLine {
+    pub(crate) fn call(&self, req: Request, origin: Origin) -> ServerLine {
         let id = req.id.clone();
         if self.attached.load(Ordering::SeqCst) == 0 {
-            return self.run_command(&req, None);
+            return self.run_command(&req, None, origin);
         }
         let (tx, rx) = mpsc::channel();
-        lock(&self.inbox).push_back(Call { req, reply: tx });
+        lock(&self.inbox).push_back(Call {
+            req,
+            origin,
+            reply: tx,
+        });
         let _ = self.wake.write(1);
         match rx.recv_timeout(CALL_TIMEOUT) {
             Ok(l) => l,
@@ -179,7 +211,7 @@ impl Hub {
             };
             let _ = call
                 .reply
-                .send(self.run_command(&call.req, spus.as_deref_mut()));
+                .send(self.run_command(&call.req, spus.as_deref_mut(), call.origin));
         }
     }
 
@@ -244,8 +276,13 @@ impl Hub {
     /// Runs one command on `spus` (or the hub's own state) and returns
     /// the reply line: what the front end does for each queued call, and
     /// what the fuzz target drives directly.
-    pub fn run_command(&self, req: &Request, spus: Option<&mut [Spu]>) -> ServerLine {
-        let ret = self.execute(req, spus).and_then(|r| {
+    pub fn run_command(
+        &self,
+        req: &Request,
+        spus: Option<&mut [Spu]>,
+        origin: Origin,
+    ) -> ServerLine {
+        let ret = self.execute(req, spus, origin).and_then(|r| {
             serde_json::to_value(r).map_err(|e| err(ErrorClass::GenericError, e.to_string()))
         });
         line(ret, req.id.clone())
@@ -360,18 +397,29 @@ impl Hub {
             return;
         };
         let mut clients = lock(&self.clients);
-        clients.retain(|c| !matches!(c.try_send(text.clone()), Err(TrySendError::Disconnected(_))));
+        clients.retain(|c| match c.tx.try_send(text.clone()) {
+            Err(TrySendError::Disconnected(_)) => false,
+            Err(TrySendError::Full(_)) => {
+                c.missed.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Ok(()) => true,
+        });
         self.has_clients
             .store(!clients.is_empty(), Ordering::Relaxed);
     }
 
-    /// A new client: its queue of lines to write.
-    pub(crate) fn subscribe(&self) -> (SyncSender<String>, Receiver<String>) {
+    /// A new client: its queue of event lines.
+    pub(crate) fn subscribe(&self) -> Subscription {
         let (tx, rx) = mpsc::sync_channel(CLIENT_QUEUE);
+        let missed = Arc::new(AtomicU64::new(0));
         let mut clients = lock(&self.clients);
-        clients.push(tx.clone());
+        clients.push(Subscriber {
+            tx: tx.clone(),
+            missed: missed.clone(),
+        });
         self.has_clients.store(true, Ordering::Relaxed);
-        (tx, rx)
+        Subscription { tx, rx, missed }
     }
 
     pub(crate) fn greeting() -> String {
@@ -380,8 +428,21 @@ impl Hub {
 
     /// Types `req` and runs it: one function a command, each returning its
     /// typed reply, serialised by [`Hub::run_command`].
-    fn execute(&self, req: &Request, spus: Option<&mut [Spu]>) -> Result<Reply, ErrorBody> {
-        match Command::from_request(req)? {
+    fn execute(
+        &self,
+        req: &Request,
+        spus: Option<&mut [Spu]>,
+        origin: Origin,
+    ) -> Result<Reply, ErrorBody> {
+        let command = Command::from_request(req)?;
+        // The guest's own VM only: nothing kept for a later one.
+        if origin == Origin::Guest
+            && spus.is_none()
+            && matches!(command, Command::ArmFault(_) | Command::SetChoice(_))
+        {
+            return Err(err(ErrorClass::NoVm, "the guest's VM is not connected"));
+        }
+        match command {
             Command::QueryVersion(NoArgs {}) => Ok(Reply::Version(VersionInfo::current())),
             Command::QuerySpu(a) => query_spu(a, spus).map(Reply::Spus),
             Command::ArmFault(a) => self.arm_fault(a, spus).map(Reply::Armed),
@@ -390,7 +451,12 @@ impl Hub {
             Command::Snapshot(a) => self.snapshot(a, spus).map(Reply::Snapshots),
             Command::ResetStats(a) => reset_stats(a, spus).map(Reply::Done),
             Command::QueryChoices(NoArgs {}) => Ok(Reply::Choices(self.query_choices(spus))),
-            Command::SetChoice(a) => self.set_choice(a, spus).map(Reply::Done),
+            Command::SetChoice(a) => self.set_choice(a, spus, origin).map(Reply::Done),
+            // The guest port's connection answers it from its own queue.
+            Command::QueryEvents(NoArgs {}) => Err(err(
+                ErrorClass::Unsupported,
+                "events are pushed on this socket; query-events is the guest control port's",
+            )),
         }
     }
 
@@ -527,10 +593,18 @@ impl Hub {
         ChoiceList { choices }
     }
 
-    fn set_choice(&self, a: SetChoiceArgs, spus: Option<&mut [Spu]>) -> Result<Empty, ErrorBody> {
-        let mut next = lock(&self.choices);
+    fn set_choice(
+        &self,
+        a: SetChoiceArgs,
+        spus: Option<&mut [Spu]>,
+        origin: Origin,
+    ) -> Result<Empty, ErrorBody> {
+        let mut next = *lock(&self.choices);
         next.set(&a.name, &a.value)
             .map_err(|e| err(ErrorClass::InvalidParameter, e.to_string()))?;
+        if origin == Origin::Host {
+            *lock(&self.choices) = next;
+        }
         for spu in spus.into_iter().flatten() {
             let mut c = spu.choices();
             c.set(&a.name, &a.value)

@@ -32,7 +32,7 @@ fn class(l: &ServerLine) -> Option<ErrorClass> {
 
 /// Runs `cmd` on the hub, and reads its reply as a client would.
 fn call(hub: &Hub, cmd: &Command) -> Reply {
-    match hub.call(req(cmd)) {
+    match hub.call(req(cmd), Origin::Host) {
         ServerLine::Return { ret, id } => {
             assert_eq!(id, Some(json!(9)));
             cmd.parse_reply(ret).unwrap()
@@ -75,7 +75,7 @@ fn without_a_vm_faults_wait_for_the_next_one() {
         arm(json!({"kind": "buffer-full", "trigger": "now"})),
     ] {
         assert_eq!(
-            class(&hub.call(req(&cmd))),
+            class(&hub.call(req(&cmd), Origin::Host)),
             Some(ErrorClass::NoVm),
             "{cmd:?}"
         );
@@ -125,7 +125,7 @@ fn bad_commands_get_their_error_class() {
     ];
     for (name, a, want) in rows {
         assert_eq!(
-            class(&hub.call(raw(name, a.clone()))),
+            class(&hub.call(raw(name, a.clone()), Origin::Host)),
             Some(want),
             "{name} {a}"
         );
@@ -136,7 +136,7 @@ fn bad_commands_get_their_error_class() {
         json!({"name": "nope", "value": "x"}),
         json!({"name": "overrun"}),
     ] {
-        let l = hub.call(raw("set-choice", bad.clone()));
+        let l = hub.call(raw("set-choice", bad.clone()), Origin::Host);
         assert_eq!(class(&l), Some(ErrorClass::InvalidParameter), "{bad}");
     }
     let set = Command::SetChoice(SetChoiceArgs {
@@ -220,7 +220,7 @@ fn a_client_over_the_socket() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("ctl.sock");
     let hub = Arc::new(Hub::new(Features::max(), Scenario::default()).unwrap());
-    let _server = spawn(&path, hub.clone()).unwrap();
+    let _server = spawn(&path, hub.clone(), Origin::Host).unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let fe = front_end(hub.clone(), mem(8 << 20), stop.clone());
 
@@ -327,4 +327,97 @@ fn a_client_over_the_socket() {
     fe.join().unwrap();
     drop(c);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_guest_over_its_port() {
+    let dir = std::env::temp_dir().join(format!("spe-guest-ctl-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("guest.sock");
+    let hub = Arc::new(Hub::new(Features::max(), Scenario::default()).unwrap());
+    let _server = spawn(&path, hub.clone(), Origin::Guest).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let fe = front_end(hub.clone(), mem(8 << 20), stop.clone());
+
+    let mut g = ControlClient::connect(&path).unwrap();
+    // Bad input, an overlong line included, gets an error and the port
+    // stays usable: the guest cannot reconnect it.
+    let long = format!(
+        "{{\"execute\":\"query-version\",\"id\":\"{}\"}}",
+        "x".repeat(spe_protocol::control::MAX_GUEST_LINE)
+    );
+    for bad in [
+        "{",
+        "\u{fffd}\u{1}",
+        long.as_str(),
+        "{\"execute\":\"query-sp\"}",
+    ] {
+        assert!(
+            matches!(g.send_raw(bad).unwrap(), ServerLine::Error { .. }),
+            "{bad:.40}"
+        );
+    }
+    let v = g.execute(&Command::QueryVersion(NoArgs {})).unwrap();
+    assert_eq!(v, Reply::Version(VersionInfo::current()));
+
+    // A fault armed from the guest is delivered; its event waits in the
+    // port's queue until the guest asks, and nothing is pushed.
+    let a = g
+        .execute(&arm(
+            json!({"vcpu": 1, "kind": "external-abort", "trigger": "next-record"}),
+        ))
+        .map(armed)
+        .unwrap();
+    assert!(!a.pending);
+    let mut found = None;
+    for _ in 0..500 {
+        let Reply::Events(l) = g.execute(&Command::QueryEvents(NoArgs {})).unwrap() else {
+            panic!("not events")
+        };
+        assert!(l.events.len() <= spe_protocol::control::MAX_EVENTS_PER_QUERY);
+        found = l.events.iter().find_map(|e| match e.parse() {
+            Ok(Event::FaultDelivered(d)) if d.id == a.id => Some(d),
+            _ => None,
+        });
+        if found.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let d = found.expect("the fault's event reached the guest's queue");
+    assert_eq!((d.vcpu, d.pmbsr), (1, Hex(0x9006_0010)));
+    assert!(g.next_event(Duration::from_millis(200)).unwrap().is_none());
+
+    // Choices from the guest are its VM's: the next VM starts with the
+    // host's.
+    g.execute(&Command::SetChoice(SetChoiceArgs {
+        name: "overrun".into(),
+        value: "imp-def".into(),
+    }))
+    .unwrap();
+    let Reply::Choices(c) = g.execute(&Command::QueryChoices(NoArgs {})).unwrap() else {
+        panic!("not choices")
+    };
+    assert_eq!(c.choices[0].value, "imp-def", "the VM's choice");
+    assert_eq!(lock(&hub.choices).list()[0].value, "buffer-full-dl");
+
+    stop.store(true, Ordering::Relaxed);
+    fe.join().unwrap();
+    // Without a VM a guest's fault is refused, not kept for the next VM.
+    match g.execute(&arm(
+        json!({"vcpu": 0, "kind": "buffer-full", "trigger": "next-record"}),
+    )) {
+        Err(CallError::Server(e)) => assert_eq!(e.class, ErrorClass::NoVm),
+        other => panic!("{other:?}"),
+    }
+    assert!(lock(&hub.pending).is_empty());
+    drop(g);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn query_events_is_the_guest_ports() {
+    let hub = Hub::new(Features::max(), Scenario::default()).unwrap();
+    let l = hub.call(req(&Command::QueryEvents(NoArgs {})), Origin::Host);
+    assert_eq!(class(&l), Some(ErrorClass::Unsupported));
 }

@@ -92,6 +92,14 @@ pub struct ServeArgs {
     #[arg(long, value_name = "PATH")]
     control_socket: Option<PathBuf>,
 
+    /// Unix socket for the guest control port: QEMU connects a
+    /// virtio-serial port named org.vhost-device-spe.control to it
+    /// (`spe-qemu --spe-guest-control` adds both), through which the
+    /// guest arms faults and reads events for its own VM
+    /// (protocol/README.md, "The guest control port").
+    #[arg(long, value_name = "PATH")]
+    guest_control_socket: Option<PathBuf>,
+
     /// Select a CONSTRAINED UNPREDICTABLE behaviour among those the Arm ARM
     /// permits, NAME=VALUE (repeatable): overrun=buffer-full-dl|buffer-full|imp-def
     /// (RPGGHS: a record that does not fit below the limit),
@@ -175,6 +183,7 @@ pub struct Config {
     pub vhost_user: Option<VhostUserConfig>,
     pub qemu: Option<QemuConfig>,
     pub control_socket: Option<PathBuf>,
+    pub guest_control_socket: Option<PathBuf>,
     pub scenario: Option<ScenarioFile>,
 }
 
@@ -209,10 +218,12 @@ pub struct ScenarioFile {
 }
 
 impl Config {
-    /// Whether the front ends need the control hub: for the control
+    /// Whether the front ends need the control hub: for a control
     /// socket, or for the scenario's faults.
     pub fn wants_hub(&self) -> bool {
-        self.control_socket.is_some() || self.scenario.is_some()
+        self.control_socket.is_some()
+            || self.guest_control_socket.is_some()
+            || self.scenario.is_some()
     }
 }
 
@@ -291,6 +302,7 @@ impl TryFrom<ServeArgs> for Config {
                 record: args.record,
             }),
             control_socket: args.control_socket,
+            guest_control_socket: args.guest_control_socket,
             scenario,
         })
     }

@@ -48,13 +48,18 @@ fn serve(config: &Config) -> Result<(), String> {
         block_termination_signals().map_err(|e| format!("cannot block SIGINT/SIGTERM: {e}"))?;
     let hub = control_hub(config)?;
     // Before the channel, whose thread serves it, and dropped after it.
-    let _control = match (&config.control_socket, &hub) {
-        (Some(path), Some(hub)) => Some(
-            control::spawn(path, hub.clone())
-                .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?,
-        ),
-        _ => None,
-    };
+    let mut _control = Vec::new();
+    for (path, origin) in [
+        (&config.control_socket, control::Origin::Host),
+        (&config.guest_control_socket, control::Origin::Guest),
+    ] {
+        if let (Some(path), Some(hub)) = (path, &hub) {
+            _control.push(
+                control::spawn(path, hub.clone(), origin)
+                    .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?,
+            );
+        }
+    }
     let synthetic = config
         .synthetic
         .map(|r| format!(", synthetic {r} ops/s per vCPU"))

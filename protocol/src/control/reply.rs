@@ -13,6 +13,7 @@ pub enum Reply {
     Faults(FaultList),
     Snapshots(SnapshotList),
     Choices(ChoiceList),
+    Events(EventList),
     /// `{}`: `cancel-fault`, `reset-stats`, `set-choice`.
     Done(Empty),
 }
@@ -228,6 +229,18 @@ pub struct BufferFullData {
     pub vcpu: u32,
     pub pmbsr: Hex,
     pub pmbptr: Hex,
+}
+
+/// `query-events`' reply: the oldest events queued for the connection,
+/// oldest first.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventList {
+    pub events: Vec<EventLine>,
+    /// Whether more are queued than this reply carries.
+    pub more: bool,
+    /// Events the connection's queue had no room for since the last
+    /// `query-events`.
+    pub missed: u64,
 }
 
 /// An event line, with its name and data as JSON.

@@ -91,6 +91,7 @@ fn every_command() -> Vec<Command> {
             name: "overrun".into(),
             value: "imp-def".into(),
         }),
+        Command::QueryEvents(NoArgs {}),
     ];
     for c in &all {
         match c {
@@ -102,7 +103,8 @@ fn every_command() -> Vec<Command> {
             | Command::Snapshot(_)
             | Command::ResetStats(_)
             | Command::QueryChoices(_)
-            | Command::SetChoice(_) => {}
+            | Command::SetChoice(_)
+            | Command::QueryEvents(_) => {}
         }
     }
     all
@@ -244,6 +246,22 @@ fn every_reply() -> Vec<(Command, Reply)> {
                     permitted: vec!["buffer-full".into(), "imp-def".into()],
                     rule: "RPGGHS".into(),
                 }],
+            }),
+            Command::QueryEvents(_) => Reply::Events(EventList {
+                events: vec![EventLine::new(
+                    &Event::Pmbirq(PmbirqData {
+                        vcpu: 1,
+                        level: true,
+                        pmbsr: Hex(0x20001),
+                    }),
+                    Timestamp {
+                        seconds: 1,
+                        microseconds: 2,
+                    },
+                )
+                .unwrap()],
+                more: false,
+                missed: 3,
             }),
             Command::CancelFault(_) | Command::ResetStats(_) | Command::SetChoice(_) => {
                 Reply::Done(Empty {})

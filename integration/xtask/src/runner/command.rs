@@ -16,6 +16,12 @@ pub fn plugin_socket(channel: &Path) -> PathBuf {
     channel.with_extension("plugin")
 }
 
+/// The backend's socket for the guest control port, next to its channel
+/// socket.
+pub fn guest_control_socket(channel: &Path) -> PathBuf {
+    channel.with_extension("guest")
+}
+
 /// QEMU's QMP socket, next to the backend's channel socket.
 pub fn qmp_socket(channel: &Path) -> PathBuf {
     channel.with_extension("qmp")
@@ -49,6 +55,10 @@ impl Rig {
                 }
                 if spec.controlled() {
                     cmd.arg("--control-socket").arg(ctl_socket(socket));
+                }
+                if spe.guest_control {
+                    cmd.arg("--guest-control-socket")
+                        .arg(guest_control_socket(socket));
                 }
                 if spe.faults.is_some() {
                     cmd.arg("--scenario").arg(dir.join("faults.json"));
@@ -87,6 +97,9 @@ impl Rig {
         if spe.stock {
             // The QEMU the user has: here the unpatched build.
             c.arg("--spe-stock").arg("--spe-qemu").arg(&self.qemu);
+        }
+        if spe.guest_control {
+            c.arg("--spe-guest-control");
         }
         // The backend's profile follows -cpu.
         c.arg("--spe-log")
@@ -260,6 +273,10 @@ impl Rig {
             // The plugin's lines (its summary at exit) in the run's folder.
             c.args(["-d", "plugin", "-D"])
                 .arg(console.with_file_name("plugin.log"));
+        }
+        if spec.spe.as_ref().is_some_and(|s| s.guest_control) {
+            let path = guest_control_socket(socket);
+            c.args(spe_protocol::guest_port::qemu_args(&path));
         }
         if let Some(spe) = &spec.spe {
             c.args(spe.qemu_args);

@@ -168,6 +168,9 @@ pub struct SpeRun {
     pub plugin_validate: bool,
     /// How the guest boots (the device tree unless a UEFI scenario's).
     pub boot: Boot,
+    /// The guest control port (`spe-qemu --spe-guest-control`): the guest
+    /// arms its own faults through a virtio-serial port.
+    pub guest_control: bool,
 }
 
 impl SpeRun {
@@ -193,6 +196,7 @@ impl SpeRun {
             plugin: false,
             plugin_validate: false,
             boot: Boot::DeviceTree,
+            guest_control: false,
         }
     }
 

@@ -189,9 +189,10 @@ pub struct Qemu {
 pub(super) const BACKPORTS_FILE: &str =
     "/etc/apt/sources.list.d/vhost-device-spe-backports.sources";
 
-/// The kernel modules the guest needs; the initramfs adds what they depend
-/// on, and skips the ones a kernel has built in (7.x: virtio_pci).
-pub const GUEST_MODULES: &[&str] = &["virtio_pci", "virtio_mmio", "arm_spe_pmu"];
+/// The kernel modules the guest needs (virtio_console: the guest control
+/// port); the initramfs adds what they depend on, and skips the ones a
+/// kernel has built in (7.x: virtio_pci).
+pub const GUEST_MODULES: &[&str] = &["virtio_pci", "virtio_mmio", "arm_spe_pmu", "virtio_console"];
 
 /// Where things live: the repository, its cargo target directory, and the
 /// shared cache outside the repository.
