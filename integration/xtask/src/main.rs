@@ -25,6 +25,7 @@ mod records;
 mod runner;
 mod scenario;
 mod scenarios;
+mod selftest;
 mod setup;
 mod snapshot;
 mod stock;

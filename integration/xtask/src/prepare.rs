@@ -41,10 +41,14 @@ pub fn prepare(
             &prefix,
         )?);
     }
-    let programs = workloads::build(
+    let mut programs = workloads::build(
         &paths.repo.join("integration/guest/workloads"),
         &work.join("workloads"),
     )?;
+    programs.extend(workloads::build_suite(
+        &paths.repo.join(workloads::SUITE_DIR),
+        &work.join("selftests"),
+    )?);
     let mut images = Vec::new();
     for g in env.guests {
         let initrd = work.join(format!("initramfs-{}.cpio", g.guest.kver));

@@ -60,6 +60,40 @@ pub fn build(src: &Path, out: &Path) -> Result<Vec<PathBuf>> {
     Ok(built)
 }
 
+/// The SPE kselftest suite's directory, shaped as in a kernel tree.
+pub const SUITE_DIR: &str = "tools/testing/selftests/perf_events/arm_spe";
+
+/// The suite's programs as its Makefile builds them on its own (static,
+/// with our KTAP writer), for the initramfs's /usr/bin.
+pub const SUITE_PROGRAMS: &[&str] = &["arm_spe_test", "spe_guest_ctl"];
+
+/// Builds the suite in `src` with its own Makefile into `out`, checks
+/// each program is a static aarch64 executable, and returns their paths.
+pub fn build_suite(src: &Path, out: &Path) -> Result<Vec<PathBuf>> {
+    let step = Step::new("SPE kselftest suite: make, static, for aarch64");
+    fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let cross = CC.strip_suffix("gcc").unwrap_or(CC);
+    util::run(
+        "SPE kselftest suite: make",
+        Command::new("make")
+            .arg("-s")
+            .arg("-C")
+            .arg(src)
+            .arg(format!("CROSS_COMPILE={cross}"))
+            .arg(format!("OUTPUT={}", out.display()))
+            .arg("CFLAGS=-Wall -Wextra -Werror -O1"),
+    )?;
+    let mut built = Vec::new();
+    for p in SUITE_PROGRAMS {
+        let exe = out.join(p);
+        let bytes = fs::read(&exe).with_context(|| format!("reading {}", exe.display()))?;
+        check_static_aarch64(&bytes).with_context(|| format!("{}", exe.display()))?;
+        built.push(exe);
+    }
+    step.done(&format!("{} program(s)", built.len()));
+    Ok(built)
+}
+
 /// Checks `elf` is a 64-bit little-endian aarch64 executable that is not
 /// position-independent (its globals are at link-time addresses) and has
 /// no program interpreter (the initramfs has no dynamic loader for it).

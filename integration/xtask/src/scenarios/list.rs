@@ -29,6 +29,7 @@ pub fn all() -> Vec<Scenario> {
     let mut all = booted_with_a_device_tree();
     all.extend(uefi::scenarios(booted_with_a_device_tree));
     all.extend(crate::kvm::scenarios());
+    all.extend(crate::selftest::scenarios());
     all
 }
 

@@ -76,6 +76,8 @@ pub fn selection(s: &Scenario, k: &KernelSpec) -> Option<Set> {
         set
     } else if let Some(set) = crate::kvm::selection(s.name, k) {
         set
+    } else if let Some(set) = crate::selftest::selection(s.name, k) {
+        set
     } else if !in_matrix(s, k) {
         None
     } else if by_hand(s, k) {
