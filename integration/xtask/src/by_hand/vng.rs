@@ -31,18 +31,25 @@ const APPLETS: &[&str] = &[
 ];
 
 /// The guest's commands: the driver, the PMUs, a perf record of the
-/// workload and the records perf decodes, as `SPE-RESULT` lines.
+/// workload and the records perf decodes, and the SPE kselftest suite's
+/// KTAP totals, as `SPE-RESULT` lines (virtio_console, for the guest
+/// control port, is a module on 6.1).
 const SCRIPT: &str = "insmod /lib/modules/$(uname -r)/kernel/drivers/perf/arm_spe_pmu.ko; \
+     insmod /lib/modules/$(uname -r)/kernel/drivers/char/virtio_console.ko 2>/dev/null; \
      echo SPE-RESULT vng_pmus=$(ls /sys/bus/event_source/devices | tr '\\n' ,); \
      perf record -e arm_spe_0// -o /tmp/p.data -- spe-workload 20 > /tmp/rec.log 2>&1; \
      echo SPE-RESULT vng_record_rc=$?; \
-     echo SPE-RESULT vng_records=$(perf report -D -i /tmp/p.data 2>/dev/null | grep -c ' PC 0x')";
+     echo SPE-RESULT vng_records=$(perf report -D -i /tmp/p.data 2>/dev/null | grep -c ' PC 0x'); \
+     arm_spe_test > /tmp/suite.log 2>&1; \
+     echo SPE-RESULT vng_suite=$(sed -n 's/^# Totals: pass:\\([0-9]*\\) fail:\\([0-9]*\\) .* skip:\\([0-9]*\\).*/\\1\\/\\2\\/\\3/p' /tmp/suite.log)";
 
 /// One virtme-ng boot's results.
 struct Outcome {
     spe_pmu: bool,
     record_rc: Option<i32>,
     records: u64,
+    /// The suite's pass/fail/skip, if it printed its totals.
+    suite: Option<(u32, u32, u32)>,
 }
 
 impl Outcome {
@@ -59,11 +66,20 @@ impl Outcome {
             records: value("vng_records")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0),
+            suite: value("vng_suite").and_then(|v| {
+                let n: Vec<u32> = v.split('/').filter_map(|n| n.parse().ok()).collect();
+                (n.len() == 3).then(|| (n[0], n[1], n[2]))
+            }),
         }
     }
 
+    /// SPE works and the suite passes, its fault cases through the port
+    /// (only stage2 and granule-protection skip).
     fn works(&self) -> bool {
-        self.spe_pmu && self.record_rc == Some(0) && self.records > 0
+        self.spe_pmu
+            && self.record_rc == Some(0)
+            && self.records > 0
+            && matches!(self.suite, Some((p, 0, 2)) if p > 0)
     }
 }
 
@@ -81,12 +97,23 @@ pub fn run_vng(rig: &Rig, work: &Path) -> Result<bool> {
         .context("the launcher's prefix")?
         .join(crate::install::QEMU_NAME);
     let mut table = String::from(
-        "| virtme-ng's QEMU | arm_spe_0 | perf record | records |\n|---|---|---|---|\n",
+        "| virtme-ng's QEMU | arm_spe_0 | perf record | records | kselftest suite (pass/fail/skip) |\n\
+         |---|---|---|---|---|\n",
     );
     let mut ok = true;
-    for (name, q, want) in [
-        ("spe-qemu", &rig.launcher, true),
-        (crate::install::QEMU_NAME, &qemu, false),
+    for (name, q, opts, want) in [
+        (
+            "spe-qemu",
+            &rig.launcher,
+            "--qemu-opts=-cpu max --spe-guest-control",
+            true,
+        ),
+        (
+            crate::install::QEMU_NAME,
+            &qemu,
+            "--qemu-opts=-cpu max",
+            false,
+        ),
     ] {
         let log = dir.join(format!("{name}-{}.log", rig.spec.name));
         let step = Step::new(format!("virtme-ng with {name} ({})", rig.spec.name));
@@ -116,7 +143,7 @@ pub fn run_vng(rig: &Rig, work: &Path) -> Result<bool> {
             .arg(&rig.kernel)
             .arg("--qemu")
             .arg(q)
-            .arg("--qemu-opts=-cpu max")
+            .arg(opts)
             .args(["--exec", SCRIPT])
             .env("PATH", path)
             .output()
@@ -131,11 +158,13 @@ pub fn run_vng(rig: &Rig, work: &Path) -> Result<bool> {
         let good = o.works() == want && (want || !o.spe_pmu);
         ok &= good;
         table.push_str(&format!(
-            "| `{name}` | {} | {} | {} |\n",
+            "| `{name}` | {} | {} | {} | {} |\n",
             if o.spe_pmu { "probed" } else { "absent" },
             o.record_rc
                 .map_or("not run".into(), |rc| format!("exit {rc}")),
-            o.records
+            o.records,
+            o.suite
+                .map_or("no totals".into(), |(p, f, s)| format!("{p}/{f}/{s}"))
         ));
         step.done(if good {
             "as expected"
@@ -193,9 +222,15 @@ mod tests {
     fn results_are_read_from_the_console() {
         let o = Outcome::parse(
             "x\nSPE-RESULT vng_pmus=arm_spe_0,armv8_pmuv3,\nSPE-RESULT vng_record_rc=0\n\
-             SPE-RESULT vng_records=49817\n",
+             SPE-RESULT vng_records=49817\nSPE-RESULT vng_suite=29/0/2\n",
         );
         assert!(o.works());
+        let failing = Outcome::parse(
+            "SPE-RESULT vng_pmus=arm_spe_0,\nSPE-RESULT vng_record_rc=0\n\
+             SPE-RESULT vng_records=5\nSPE-RESULT vng_suite=28/1/2\n",
+        );
+        assert_eq!(failing.suite, Some((28, 1, 2)));
+        assert!(!failing.works());
         let none =
             Outcome::parse("SPE-RESULT vng_pmus=armv8_pmuv3,\nSPE-RESULT vng_record_rc=255\n");
         assert!(!none.spe_pmu && !none.works());
