@@ -3,10 +3,11 @@
 //! (`lava-run`, no server) on a `qemu` device whose QEMU is `spe-qemu`
 //! (`integration/lava/device.yaml`); then the same job on the patched QEMU
 //! alone, the negative control, where no SPE check may pass. The guest
-//! judges each check (`scenarios/lib/lava-check.sh`): a lab's results
-//! database sees only what the guest reports. The fault check's fault is
-//! armed through the backend's control socket when the console shows
-//! `SPE-FAULT-RECORDING`, as a lab's job would arm it.
+//! judges each check (`scenarios/lib/lava-check.sh`, and the SPE
+//! kselftest suite's KTAP as `lava-suite.sh` reports it): a lab's results
+//! database sees only what the guest reports. The suite arms its faults
+//! through the guest control port (`--spe-guest-control`): nothing on the
+//! host watches the job.
 
 use crate::host::{missing_packages, privileged};
 use crate::runner::Rig;
@@ -47,20 +48,13 @@ const QEMU_OPTIONS: &[&str] = &[
     "-no-reboot",
 ];
 
-/// The fault the job's fault check wants, armed when the guest records.
-const ARM: &[&str] = &[
-    "arm",
-    "stage1",
-    "--fault",
-    "translation",
-    "--level",
-    "3",
-    "--vcpu",
-    "all",
-    "--after-records",
-    "300",
-];
-const FAULT_MARKER: &str = "SPE-FAULT-RECORDING";
+/// The suite's own case (its exit status), and the prefix of its KTAP
+/// cases (`lava-suite.sh`).
+const SUITE: &str = "suite";
+const SUITE_CASE: &str = "suite-";
+/// Fault cases of the suite that must pass on the SPE device: every kind
+/// but the two the model refuses (stage2 without EL2, granule-protection).
+const SUITE_FAULTS_PASSING: usize = 15;
 
 /// The cases whose pass explains a failed snapshot part or fork test: the
 /// part or test again, waiting for perf to start (perf-test-spe.sh).
@@ -76,7 +70,7 @@ const CASES: &[(&str, Option<&str>)] = &[
     ("spe-probe", None),
     ("spe-profile", None),
     ("spe-attributes", None),
-    ("fault-stage1-translation", None),
+    (SUITE, None),
     ("perf-test", None),
     ("perf-test-perf_test_trace", Some(SNAPSHOT_LATER)),
     ("perf-test-perf_test_fork", Some(FORK_LATER)),
@@ -91,7 +85,7 @@ const CONTROL_FAILS: &[&str] = &[
     "spe-probe",
     "spe-profile",
     "spe-attributes",
-    "fault-stage1-translation",
+    SUITE,
 ];
 
 /// One test case as lava-run logged it.
@@ -185,18 +179,10 @@ fn install() -> Result<()> {
 struct Outcome {
     rc: Option<i32>,
     cases: Vec<Case>,
-    armed: bool,
 }
 
-/// Runs lava-run in `dir` (its log into `lava.log`); arms the fault with
-/// `control`'s backend on its socket when the guest says it records.
-fn lava_run(
-    dir: &Path,
-    job: &Path,
-    device: &Path,
-    control: Option<(&Path, &Path)>,
-    job_id: u32,
-) -> Result<Outcome> {
+/// Runs lava-run in `dir` (its log into `lava.log`).
+fn lava_run(dir: &Path, job: &Path, device: &Path, job_id: u32) -> Result<Outcome> {
     let out = dir.join("output");
     let _ = fs::remove_dir_all(&out);
     fs::create_dir_all(&out)?;
@@ -225,35 +211,9 @@ fn lava_run(
     let stderr = child.stderr.take().context("lava-run's stderr")?;
     let mut log = fs::File::create(dir.join("lava.log"))?;
     let mut text = String::new();
-    let mut armed = false;
     for line in BufReader::new(stderr).lines() {
         let line = line?;
         writeln!(log, "{line}")?;
-        if let Some((backend, socket)) = control.filter(|_| !armed && line.contains(FAULT_MARKER)) {
-            // Echoed commands are the "input" level; the guest's output
-            // is "target".
-            if field(&line, "lvl") == Some("target") {
-                let arm = Command::new(backend)
-                    .args(["ctl", "--socket"])
-                    .arg(socket)
-                    .args(ARM)
-                    .output()
-                    .context("vhost-device-spe ctl arm")?;
-                fs::write(
-                    dir.join("ctl.log"),
-                    format!(
-                        "{}{}{}\n",
-                        String::from_utf8_lossy(&arm.stdout),
-                        String::from_utf8_lossy(&arm.stderr),
-                        arm.status
-                    ),
-                )?;
-                armed = arm.status.success();
-                if !armed {
-                    eprintln!("    ctl arm failed: see {}", dir.join("ctl.log").display());
-                }
-            }
-        }
         text.push_str(&line);
         text.push('\n');
     }
@@ -261,7 +221,6 @@ fn lava_run(
     Ok(Outcome {
         rc: status.code(),
         cases: cases(&text),
-        armed,
     })
 }
 
@@ -388,16 +347,15 @@ pub fn run_lava(rig: &Rig, repo: &Path, work: &Path) -> Result<bool> {
     let job_file = dir.join("job.yaml");
     fs::write(&job_file, job_text)?;
     let device_template = fs::read_to_string(repo.join(DEVICE))?;
-    let socket = dir.join("control.sock");
-    let spe_options: Vec<String> = [
+    let mut spe_options: Vec<String> = [
         ("--spe-qemu", &qemu),
         ("--spe-backend", &rig.backend),
-        ("--spe-control-socket", &socket),
         ("--spe-log", &dir.join("backend.log")),
     ]
     .iter()
     .map(|(o, p)| format!("{o} {}", p.display()))
     .collect();
+    spe_options.push("--spe-guest-control".into());
     let mut table = String::from("| test case | spe-qemu | plain QEMU |\n|---|---|---|\n");
     let mut runs = Vec::new();
     for (i, (name, command, options)) in [
@@ -414,10 +372,9 @@ pub fn run_lava(rig: &Rig, repo: &Path, work: &Path) -> Result<bool> {
         let device_file = d.join("device.yaml");
         fs::write(&device_file, device(&device_template, &command, &options))?;
         let step = Step::new(format!("lava-run: the SPE job on {name} ({kernel})"));
-        let control = (name == "spe-qemu").then_some((rig.backend.as_path(), socket.as_path()));
         // Job ids name lava-run's folders: ours, not another run's.
         let job_id = std::process::id() * 2 + i as u32;
-        let o = lava_run(&d, &job_file, &device_file, control, job_id)?;
+        let o = lava_run(&d, &job_file, &device_file, job_id)?;
         step.done(&format!(
             "lava-run exit {:?}, {} test cases",
             o.rc,
@@ -427,7 +384,7 @@ pub fn run_lava(rig: &Rig, repo: &Path, work: &Path) -> Result<bool> {
     }
     let (spe, plain) = (&runs[0], &runs[1]);
     let (rs, rp) = (results(spe), results(plain));
-    let mut ok = spe.rc == Some(0) && plain.rc == Some(0) && spe.armed;
+    let mut ok = spe.rc == Some(0) && plain.rc == Some(0);
     let names: Vec<&String> = rs
         .keys()
         .chain(rp.keys())
@@ -461,8 +418,17 @@ pub fn run_lava(rig: &Rig, repo: &Path, work: &Path) -> Result<bool> {
             if control_good { "" } else { " **unexpected**" },
         ));
     }
+    let (passed, faults) = suite_cases(&rs);
+    let suite_good = passed && faults >= SUITE_FAULTS_PASSING;
+    ok &= suite_good;
+    table.push_str(&format!(
+        "| the suite's KTAP cases (`{SUITE_CASE}*`) | {}, {faults} fault cases pass{} | {} |\n",
+        if passed { "each passes or skips" } else { "some fail" },
+        if suite_good { "" } else { " **unexpected**" },
+        rp.keys().filter(|k| k.starts_with(SUITE_CASE)).count()
+    ));
     for n in names {
-        if !CASES.iter().any(|(c, _)| c == n) {
+        if !n.starts_with(SUITE_CASE) && !CASES.iter().any(|(c, _)| c == n) {
             ok = false;
             table.push_str(&format!(
                 "| `{n}` | {} | {} | not a case of the job: **unexpected** |\n",
@@ -506,13 +472,23 @@ pub fn run_lava(rig: &Rig, repo: &Path, work: &Path) -> Result<bool> {
     let md = work.join(format!("lava-{kernel}.md"));
     fs::write(&md, &table)?;
     print!("{table}");
-    eprintln!(
-        "==> {} (lava-run logs in {}); fault armed: {}",
-        md.display(),
-        dir.display(),
-        spe.armed
-    );
+    eprintln!("==> {} (lava-run logs in {})", md.display(), dir.display());
     Ok(ok)
+}
+
+/// Whether every KTAP case of the suite passed or skipped, and how many
+/// of its fault cases passed.
+fn suite_cases(results: &BTreeMap<String, String>) -> (bool, usize) {
+    let suite: Vec<(&String, &String)> = results
+        .iter()
+        .filter(|(k, _)| k.starts_with(SUITE_CASE))
+        .collect();
+    let passed = !suite.is_empty() && suite.iter().all(|(_, r)| *r == "pass" || *r == "skip");
+    let faults = suite
+        .iter()
+        .filter(|(k, r)| k.starts_with("suite-fault_") && *r == "pass")
+        .count();
+    (passed, faults)
 }
 
 fn is_root() -> bool {
@@ -617,6 +593,10 @@ mod tests {
             .map(|s| s.split_whitespace().next().unwrap())
             .collect();
         for (case, _) in CASES {
+            if *case == SUITE {
+                assert!(job.contains("lava-suite.sh"), "the suite's step");
+                continue;
+            }
             let main = case.split("-perf_test").next().unwrap();
             assert!(steps.contains(&main), "{case} is not a check of the job");
             if let Some(sub) = case.strip_prefix("perf-test-") {
@@ -640,27 +620,21 @@ mod tests {
         }
     }
 
-    /// The fault check wants what faults.rs says arm_spe_pmu does for the
-    /// fault `ARM` arms.
+    /// The suite's cases pass when each passes or skips, and enough of
+    /// its fault cases pass.
     #[test]
-    fn the_fault_check_wants_the_catalogues_reaction() {
+    fn the_suites_cases_are_judged() {
+        let mut r: BTreeMap<String, String> = (0..SUITE_FAULTS_PASSING)
+            .map(|i| (format!("suite-fault_{i}"), "pass".to_string()))
+            .collect();
+        r.insert("suite-fault_stage2".into(), "skip".into());
+        r.insert("spe-probe".into(), "fail".into());
+        assert_eq!(suite_cases(&r), (true, SUITE_FAULTS_PASSING));
+        r.insert("suite-records_decode".into(), "fail".into());
+        assert!(!suite_cases(&r).0);
+        assert_eq!(suite_cases(&BTreeMap::new()), (false, 0));
         let job = fs::read_to_string(repo().join(JOB)).unwrap();
-        let case = crate::faults::CASES
-            .iter()
-            .find(|c| c.name == "fault-stage1-translation")
-            .unwrap();
-        let r = case.reaction;
-        assert!(job.contains(&format!("fault_msg={}", r.message.unwrap())));
-        assert!(job.contains(&format!("fault_pmbsr={:#x}", r.pmbsr.unwrap())));
-        let scenario = case.scenario.unwrap();
-        for (a, b) in [
-            ("stage1", "\"kind\": \"stage1\""),
-            ("translation", "\"fault\": \"translation\""),
-            ("3", "\"level\": 3"),
-            // after 300 more records, as the catalogue's --scenario files
-            ("300", "\"count\": 300"),
-        ] {
-            assert!(ARM.contains(&a) && scenario.contains(b), "{a}");
-        }
+        assert!(job.contains("lava-suite.sh"));
+        assert!(!job.contains("SPE-FAULT-RECORDING"));
     }
 }
