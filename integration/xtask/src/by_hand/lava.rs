@@ -81,12 +81,7 @@ const CASES: &[(&str, Option<&str>)] = &[
 ];
 
 /// The cases the plain QEMU must fail: every check that needs SPE.
-const CONTROL_FAILS: &[&str] = &[
-    "spe-probe",
-    "spe-profile",
-    "spe-attributes",
-    SUITE,
-];
+const CONTROL_FAILS: &[&str] = &["spe-probe", "spe-profile", "spe-attributes", SUITE];
 
 /// One test case as lava-run logged it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -423,7 +418,11 @@ pub fn run_lava(rig: &Rig, repo: &Path, work: &Path) -> Result<bool> {
     ok &= suite_good;
     table.push_str(&format!(
         "| the suite's KTAP cases (`{SUITE_CASE}*`) | {}, {faults} fault cases pass{} | {} |\n",
-        if passed { "each passes or skips" } else { "some fail" },
+        if passed {
+            "each passes or skips"
+        } else {
+            "some fail"
+        },
         if suite_good { "" } else { " **unexpected**" },
         rp.keys().filter(|k| k.starts_with(SUITE_CASE)).count()
     ));
