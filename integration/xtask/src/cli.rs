@@ -133,6 +133,17 @@ pub enum Command {
         #[command(flatten)]
         kernel: Kernel,
     },
+    /// By hand, as root: a LAVA lab on this machine (lava-server, its
+    /// PostgreSQL, lava-dispatcher as its worker, two qemu-spe devices and
+    /// a plain qemu one) that runs the SPE job for each kernel and reads
+    /// the results from the server's API
+    Lab {
+        /// Purge the packages the lab installed instead
+        #[arg(long)]
+        remove: bool,
+        #[command(flatten)]
+        kernel: Kernel,
+    },
     /// By hand: boot K under virtme-ng with spe-qemu as its QEMU and record
     /// with perf; then with the patched QEMU alone, which has no SPE
     #[command(name = "virtme-ng")]

@@ -99,6 +99,7 @@ fn run(command: Command) -> Result<bool> {
             kernel,
         } => by_hand::soak(&by_hand::soak::Options { minutes, seed }, one(kernel)),
         Command::Lava { kernel } => by_hand::lava(one(kernel)),
+        Command::Lab { remove, kernel } => by_hand::lab(&every(kernel), remove),
         Command::VirtmeNg { kernel } => by_hand::virtme_ng(one(kernel)),
         Command::KvmSelftests { kernel, mode } => by_hand::kvm_selftests(one(kernel), mode),
         Command::SeriesTree { dir } => by_hand::series_tree(&dir),

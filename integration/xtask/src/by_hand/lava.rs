@@ -25,7 +25,7 @@ use std::process::{Command, Stdio};
 /// QEMU tools the harness installs break: the x86 system emulator comes
 /// from backports too. (Not `qemu-system-arm`: its qemu-system-aarch64
 /// would shadow the stock path's on PATH.)
-const INSTALL: &[&str] = &[
+pub const INSTALL: &[&str] = &[
     "lava-dispatcher",
     "qemu-system-x86/bookworm-backports",
     "qemu-system-common/bookworm-backports",
@@ -351,7 +351,6 @@ pub fn run_lava(rig: &Rig, repo: &Path, work: &Path) -> Result<bool> {
     .map(|(o, p)| format!("{o} {}", p.display()))
     .collect();
     spe_options.push("--spe-guest-control".into());
-    let mut table = String::from("| test case | spe-qemu | plain QEMU |\n|---|---|---|\n");
     let mut runs = Vec::new();
     for (i, (name, command, options)) in [
         ("spe-qemu", rig.launcher.clone(), spe_options),
@@ -378,64 +377,8 @@ pub fn run_lava(rig: &Rig, repo: &Path, work: &Path) -> Result<bool> {
         runs.push(o);
     }
     let (spe, plain) = (&runs[0], &runs[1]);
-    let (rs, rp) = (results(spe), results(plain));
-    let mut ok = spe.rc == Some(0) && plain.rc == Some(0);
-    let names: Vec<&String> = rs
-        .keys()
-        .chain(rp.keys())
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    for (case, explained_by) in CASES {
-        let (s, p) = (
-            rs.get(*case).map(String::as_str),
-            rp.get(*case).map(String::as_str),
-        );
-        let want_fail = explained_by.is_some_and(|e| rs.get(e).map(String::as_str) == Some("pass"));
-        let good = match s {
-            Some("pass") | Some("skip") => !want_fail,
-            Some("fail") => want_fail,
-            _ => false,
-        };
-        let control_good = !CONTROL_FAILS.contains(case) || p == Some("fail");
-        ok &= good && control_good;
-        table.push_str(&format!(
-            "| `{case}` | {}{} | {}{} |\n",
-            s.unwrap_or("missing"),
-            if want_fail {
-                " (expected: perf starts slower than the test waits; it passes waiting longer)"
-            } else if good {
-                ""
-            } else {
-                " **unexpected**"
-            },
-            p.unwrap_or("missing"),
-            if control_good { "" } else { " **unexpected**" },
-        ));
-    }
-    let (passed, faults) = suite_cases(&rs);
-    let suite_good = passed && faults >= SUITE_FAULTS_PASSING;
-    ok &= suite_good;
-    table.push_str(&format!(
-        "| the suite's KTAP cases (`{SUITE_CASE}*`) | {}, {faults} fault cases pass{} | {} |\n",
-        if passed {
-            "each passes or skips"
-        } else {
-            "some fail"
-        },
-        if suite_good { "" } else { " **unexpected**" },
-        rp.keys().filter(|k| k.starts_with(SUITE_CASE)).count()
-    ));
-    for n in names {
-        if !n.starts_with(SUITE_CASE) && !CASES.iter().any(|(c, _)| c == n) {
-            ok = false;
-            table.push_str(&format!(
-                "| `{n}` | {} | {} | not a case of the job: **unexpected** |\n",
-                rs.get(n).map_or("-", String::as_str),
-                rp.get(n).map_or("-", String::as_str)
-            ));
-        }
-    }
+    let (judged, mut table) = judge(&results(spe), &results(plain));
+    let mut ok = judged && spe.rc == Some(0) && plain.rc == Some(0);
     // The same check through TuxRun, on both QEMUs.
     let step = Step::new(format!("TuxRun ({TUXRUN}, --runtime null): {TUXRUN_CHECK}"));
     let spe_shim = format!(
@@ -475,6 +418,71 @@ pub fn run_lava(rig: &Rig, repo: &Path, work: &Path) -> Result<bool> {
     Ok(ok)
 }
 
+/// The SPE device's results (`rs`, by case) against the device without
+/// SPE (`rp`): whether every case is as it must be, and a Markdown table
+/// of them. Shared by `lava-run`'s runs and the lab's.
+pub fn judge(rs: &BTreeMap<String, String>, rp: &BTreeMap<String, String>) -> (bool, String) {
+    let mut ok = true;
+    let mut table = String::from("| test case | spe-qemu | plain QEMU |\n|---|---|---|\n");
+    let names: Vec<&String> = rs
+        .keys()
+        .chain(rp.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    for (case, explained_by) in CASES {
+        let (s, p) = (
+            rs.get(*case).map(String::as_str),
+            rp.get(*case).map(String::as_str),
+        );
+        let want_fail = explained_by.is_some_and(|e| rs.get(e).map(String::as_str) == Some("pass"));
+        let good = match s {
+            Some("pass") | Some("skip") => !want_fail,
+            Some("fail") => want_fail,
+            _ => false,
+        };
+        let control_good = !CONTROL_FAILS.contains(case) || p == Some("fail");
+        ok &= good && control_good;
+        table.push_str(&format!(
+            "| `{case}` | {}{} | {}{} |\n",
+            s.unwrap_or("missing"),
+            if want_fail {
+                " (expected: perf starts slower than the test waits; it passes waiting longer)"
+            } else if good {
+                ""
+            } else {
+                " **unexpected**"
+            },
+            p.unwrap_or("missing"),
+            if control_good { "" } else { " **unexpected**" },
+        ));
+    }
+    let (passed, faults) = suite_cases(rs);
+    let suite_good = passed && faults >= SUITE_FAULTS_PASSING;
+    ok &= suite_good;
+    table.push_str(&format!(
+        "| the suite's KTAP cases (`{SUITE_CASE}*`) | {}, {faults} fault cases pass{} | {} |\n",
+        if passed {
+            "each passes or skips"
+        } else {
+            "some fail"
+        },
+        if suite_good { "" } else { " **unexpected**" },
+        rp.keys().filter(|k| k.starts_with(SUITE_CASE)).count()
+    ));
+    for n in names {
+        if !n.starts_with(SUITE_CASE) && !CASES.iter().any(|(c, _)| c == n) {
+            ok = false;
+            table.push_str(&format!(
+                "| `{n}` | {} | {} | not a case of the job: **unexpected** |\n",
+                rs.get(n).map_or("-", String::as_str),
+                rp.get(n).map_or("-", String::as_str)
+            ));
+        }
+    }
+    (ok, table)
+}
+
 /// Whether every KTAP case of the suite passed or skipped, and how many
 /// of its fault cases passed.
 fn suite_cases(results: &BTreeMap<String, String>) -> (bool, usize) {
@@ -490,7 +498,7 @@ fn suite_cases(results: &BTreeMap<String, String>) -> (bool, usize) {
     (passed, faults)
 }
 
-fn is_root() -> bool {
+pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }

@@ -1,9 +1,10 @@
 //! The tools run by hand, not in CI: the overhead benchmark, the soak,
-//! the LAVA job, virtme-ng, the KVM selftests, and the QEMU series'
+//! the LAVA job and its lab, virtme-ng, the KVM selftests, and the QEMU series'
 //! workflow.
 
 pub mod bench;
 pub mod kvm_selftests;
+pub mod lab;
 pub mod lava;
 pub mod soak;
 pub mod vng;
@@ -73,6 +74,17 @@ pub fn lava(kernel: &'static KernelSpec) -> Result<bool> {
     let paths = Paths::discover()?;
     let rig = prepare(&paths, &[kernel], &[QemuRelease::main()])?.remove(0);
     lava::run_lava(&rig, &paths.repo, &paths.target.join("integration"))
+}
+
+/// `cargo xtask lab`.
+pub fn lab(kernels: &[&'static KernelSpec], remove: bool) -> Result<bool> {
+    let paths = Paths::discover()?;
+    let work = paths.target.join("integration");
+    if remove {
+        return lab::remove(&work);
+    }
+    let rigs = prepare(&paths, kernels, &[QemuRelease::main()])?;
+    lab::run_lab(&rigs, &paths.repo, &work)
 }
 
 /// `cargo xtask virtme-ng`.
