@@ -40,8 +40,10 @@ const PLAIN_TYPE: &str = "qemu";
 const SPE_DEVICES: &[&str] = &["qemu-spe-01", "qemu-spe-02"];
 const PLAIN_DEVICE: &str = "qemu-01";
 
-/// Where lava-server reads device types and device dictionaries.
+/// Where lava-server reads device types and device dictionaries, and
+/// each worker's dispatcher environment.
 const CONFIG: &str = "/etc/lava-server/dispatcher-config";
+const WORKER_ENV: &str = "/etc/lava-server/dispatcher.d";
 
 /// The device template in the repository.
 const TEMPLATE: &str = "integration/lava/qemu-spe.jinja2";
@@ -224,8 +226,9 @@ fn token() -> Result<String> {
 }
 
 /// What the lab's jobs run on, set up in the server's database and
-/// configuration folder. Returns the worker's token.
-fn configure(repo: &Path, rig: &Rig, user_token: &str) -> Result<String> {
+/// configuration folder; `bin` goes first on the dispatcher's PATH.
+/// Returns the worker's token.
+fn configure(repo: &Path, rig: &Rig, user_token: &str, bin: &Path) -> Result<String> {
     ensure("users", USER, &["--superuser", "--staff"])?;
     manage(&["tokens", "add", "--user", USER, "--secret", user_token])?;
     let details = ensure("workers", WORKER, &["--health", "ACTIVE"])?;
@@ -233,6 +236,19 @@ fn configure(repo: &Path, rig: &Rig, user_token: &str) -> Result<String> {
         .or_else(|| value_after(&details, "token"))
         .context("the worker's token")?
         .to_string();
+    // The dispatcher's environment is the server's, per worker (lava-run
+    // does not inherit lava-worker's): LAVA's default with `bin` first.
+    let env = Path::new(WORKER_ENV).join(WORKER);
+    fs::create_dir_all(&env)?;
+    fs::write(
+        env.join("env.yaml"),
+        format!(
+            "# cargo xtask lab: LAVA's default, with the QEMU version probe first\n\
+             purge: true\noverrides:\n  LC_ALL: C.UTF-8\n  LANG: C\n  \
+             PATH: {}:/usr/local/bin:/usr/local/sbin:/bin:/usr/bin:/usr/sbin:/sbin\n",
+            bin.display()
+        ),
+    )?;
     let types = Path::new(CONFIG).join("device-types");
     fs::copy(
         repo.join(TEMPLATE),
@@ -248,11 +264,13 @@ fn configure(repo: &Path, rig: &Rig, user_token: &str) -> Result<String> {
         rig.launcher.display()
     );
     // LAVA's own qemu type, as a lab without SPE has it: the patched QEMU
-    // (qemu-system-aarch64 on the worker's PATH) without `spe=on`.
+    // (qemu-system-aarch64 on the worker's PATH) without `spe=on`. Its
+    // NIC would load an option ROM that only a distribution's QEMU ships.
     let plain_dict = format!(
         "{{% extends '{PLAIN_TYPE}.jinja2' %}}\n{{% set cpu = 'max' %}}\n\
-         {{% set memory = 2048 %}}\n{{% set netdevice = 'user' %}}\n\
-         {{% set extra_options = ['-smp 2', '-no-reboot'] %}}\n"
+         {{% set memory = 2048 %}}\n\
+         {{% set extra_options = ['-smp 2', '-no-reboot', \
+         '-global virtio-net-pci.romfile='] %}}\n"
     );
     for (name, kind, dict) in SPE_DEVICES
         .iter()
@@ -364,14 +382,14 @@ pub fn run_lab(rigs: &[Rig], repo: &Path, work: &Path) -> Result<bool> {
     let step = Step::new("lava-server: the user, the worker, the device types and devices");
     let user_token = token()?;
     let main = rigs.last().context("a kernel")?;
-    let worker_token = configure(repo, main, &user_token)?;
+    let bin = dir.join("bin");
+    let worker_token = configure(repo, main, &user_token, &bin)?;
     step.done(&format!(
         "{} {SPE_TYPE} devices and {PLAIN_DEVICE} on {WORKER}",
         SPE_DEVICES.len()
     ));
-    // The worker's PATH: LAVA's version probe runs qemu-system-arm64, and
-    // the plain device's QEMU is qemu-system-aarch64 (the patched one).
-    let bin = dir.join("bin");
+    // The dispatcher's PATH: LAVA's version probe runs qemu-system-arm64,
+    // and the plain device's QEMU is qemu-system-aarch64 (the patched one).
     fs::create_dir_all(&bin)?;
     let qemu = main
         .launcher
@@ -383,11 +401,6 @@ pub fn run_lab(rigs: &[Rig], repo: &Path, work: &Path) -> Result<bool> {
         let _ = fs::remove_file(&link);
         symlink(&qemu, &link)?;
     }
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
     let url = format!("http://127.0.0.1:{PORT}/");
     let step = Step::new("starting lava-server (gunicorn), lava-scheduler, lava-worker");
     services.start(
@@ -411,8 +424,7 @@ pub fn run_lab(rigs: &[Rig], repo: &Path, work: &Path) -> Result<bool> {
             .args(["--level", "INFO", "--url", &url, "--name", WORKER])
             .args(["--token", &worker_token])
             .arg("--worker-dir")
-            .arg(dir.join("worker"))
-            .env("PATH", &path),
+            .arg(dir.join("worker")),
         &dir.join("worker.log"),
     )?;
     step.done(&format!("server on {url}"));
@@ -503,6 +515,7 @@ pub fn remove(work: &Path) -> Result<bool> {
             .join("device-types")
             .join(format!("{SPE_TYPE}.jinja2")),
     );
+    let _ = fs::remove_dir_all(Path::new(WORKER_ENV).join(WORKER));
     for d in SPE_DEVICES.iter().chain([&PLAIN_DEVICE]) {
         let _ = fs::remove_file(config.join("devices").join(format!("{d}.jinja2")));
     }

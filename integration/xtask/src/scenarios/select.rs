@@ -246,9 +246,13 @@ mod tests {
         let by_hand: Vec<(&str, &str)> = MATRIX
             .iter()
             .flat_map(|k| all.iter().map(move |s| (s, k)))
-            // The UEFI copies and the KVM runs have their own (uefi.rs,
-            // kvm.rs).
-            .filter(|(s, _)| !crate::uefi::is_uefi(s.name) && !crate::kvm::is_kvm(s.name))
+            // The UEFI copies, the KVM runs and the kselftest suite have
+            // their own (uefi.rs, kvm.rs, selftest.rs).
+            .filter(|(s, k)| {
+                !crate::uefi::is_uefi(s.name)
+                    && !crate::kvm::is_kvm(s.name)
+                    && crate::selftest::selection(s.name, k).is_none()
+            })
             .filter(|(s, k)| selection(s, k) == Some(Set::ByHand))
             .map(|(s, k)| (s.name, k.name))
             .collect();
