@@ -334,17 +334,22 @@ fn job_results(user_token: &str, id: &str) -> Result<BTreeMap<String, String>> {
         .collect())
 }
 
-/// Waits for every job to finish; returns each one's state and health.
-fn wait_jobs(user_token: &str, jobs: &[Job], services: &mut Services) -> Result<Vec<String>> {
+/// Waits for every job to finish; returns what the server says of each
+/// (`lavacli jobs show --json`: state, health, device, times).
+fn wait_jobs(
+    user_token: &str,
+    jobs: &[Job],
+    services: &mut Services,
+) -> Result<Vec<serde_json::Value>> {
     let start = Instant::now();
     let mut last: Vec<String> = vec![String::new(); jobs.len()];
+    let mut shown = vec![serde_json::Value::Null; jobs.len()];
     loop {
         services.check()?;
         let mut done = true;
-        for (job, seen) in jobs.iter().zip(&mut last) {
+        for ((job, seen), json) in jobs.iter().zip(&mut last).zip(&mut shown) {
             let show = lavacli(user_token, &["jobs", "show", "--json", &job.id])?;
-            let json: serde_json::Value =
-                serde_json::from_str(&show).context("lavacli jobs show")?;
+            *json = serde_json::from_str(&show).context("lavacli jobs show")?;
             let state = json["state"].as_str().unwrap_or("?");
             let now = format!("{state}, {}", json["health"].as_str().unwrap_or("?"));
             if *seen != now {
@@ -359,7 +364,7 @@ fn wait_jobs(user_token: &str, jobs: &[Job], services: &mut Services) -> Result<
             done &= state == "Finished";
         }
         if done {
-            return Ok(last);
+            return Ok(shown);
         }
         if start.elapsed() > JOBS_TIMEOUT {
             bail!("the lab's jobs did not finish in {JOBS_TIMEOUT:?}");
@@ -474,15 +479,11 @@ pub fn run_lab(rigs: &[Rig], repo: &Path, work: &Path) -> Result<bool> {
     let rp = job_results(&user_token, &plain_job.id)?;
     let mut ok = true;
     let mut report = String::new();
-    for (job, state) in jobs.iter().zip(&states).take(rigs.len()) {
-        let rs = job_results(&user_token, &job.id)?;
-        let (good, table) = judge(&rs, &rp);
-        let complete = state.ends_with("Complete");
-        ok &= good && complete;
-        report.push_str(&format!(
-            "### {} (job {}, {state}) against {} (job {})\n\n{table}\n",
-            job.label, job.id, plain_job.label, plain_job.id
-        ));
+    let field = |j: &serde_json::Value, k: &str| j[k].as_str().unwrap_or("?").to_string();
+    let plain_shown = states.last().context("the control job's state")?;
+    // The control runs to its end too: its SPE cases fail, the job not.
+    ok &= field(plain_shown, "health") == "Complete";
+    for job in &jobs {
         fs::write(
             dir.join(format!("job-{}.log", job.id)),
             lavacli(
@@ -491,6 +492,24 @@ pub fn run_lab(rigs: &[Rig], repo: &Path, work: &Path) -> Result<bool> {
             )
             .unwrap_or_default(),
         )?;
+    }
+    for (job, shown) in jobs.iter().zip(&states).take(rigs.len()) {
+        let rs = job_results(&user_token, &job.id)?;
+        let (good, table) = judge(&rs, &rp);
+        let complete = field(shown, "health") == "Complete";
+        ok &= good && complete;
+        report.push_str(&format!(
+            "### {}: job {} on {}, {}, {} to {}; the control: job {} on {}, {}\n\n{table}\n",
+            job.label,
+            job.id,
+            field(shown, "device"),
+            field(shown, "health"),
+            field(shown, "start_time"),
+            field(shown, "end_time"),
+            plain_job.id,
+            field(plain_shown, "device"),
+            field(plain_shown, "health"),
+        ));
     }
     let md = work.join("lab.md");
     fs::write(&md, &report)?;
