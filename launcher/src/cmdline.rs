@@ -75,8 +75,21 @@ pub struct SpeOptions {
     /// `--spe-guest-control`: the guest control port, a virtio-serial port
     /// through which the guest arms faults for its own VM.
     pub guest_control: bool,
+    /// `--spe-guest-ghz N`: the guest's clock counts N instructions a
+    /// nanosecond (`-icount shift=-log2(N),sleep=off`).
+    pub guest_ghz: Option<u32>,
     /// `--spe-help`.
     pub help: bool,
+}
+
+/// The rates `--spe-guest-ghz` takes: the series' `-icount` shifts 0 to -3.
+pub const GUEST_GHZ: &[u32] = &[1, 2, 4, 8];
+
+/// QEMU's `-icount` value for a guest clock of `ghz` instructions a
+/// nanosecond: the shift fixed, so that a guest second is always that
+/// many instructions, idle time included (`sleep=off`).
+pub fn icount_for_ghz(ghz: u32) -> String {
+    format!("shift={},sleep=off", -(ghz.trailing_zeros() as i32))
 }
 
 /// The stock path's sockets: the vhost-user device's and the plugin's.
@@ -199,6 +212,16 @@ pub fn split_spe_options(args: &[String]) -> Result<(SpeOptions, Vec<String>), E
             "backend" => spe.backend = Some(value.into()),
             "record" => spe.record = Some(value.into()),
             "plugin" => spe.plugin = Some(value.into()),
+            "guest-ghz" => match value.parse() {
+                Ok(n) if GUEST_GHZ.contains(&n) => spe.guest_ghz = Some(n),
+                _ => {
+                    return Err(Error::BadValue {
+                        option: "--spe-guest-ghz",
+                        value,
+                        why: "instructions a nanosecond: 1, 2, 4 or 8",
+                    })
+                }
+            },
             _ => return Err(Error::UnknownSpeOption(format!("--spe-{name}"))),
         }
     }
@@ -438,9 +461,22 @@ pub fn plan(
                 }
             }
             "smp" => vcpus = smp_cpus(&value)?,
+            "icount" if spe.guest_ghz.is_some() => {
+                return Err(Error::BadValue {
+                    option: "--spe-guest-ghz",
+                    value,
+                    why: "sets -icount itself: leave out -icount",
+                })
+            }
             _ => {}
         }
         out.push(value);
+    }
+    if let Some(ghz) = spe.guest_ghz {
+        // An unpatched QEMU has no negative shift (the series' icount
+        // patch): it refuses the value itself.
+        out.push("-icount".into());
+        out.push(icount_for_ghz(ghz));
     }
     let machine = machine
         .filter(|_| machine_type.is_some())
@@ -640,6 +676,31 @@ mod tests {
 
     /// The guest control port: the named virtio-serial port on a socket
     /// beside the backend's, which the backend serves.
+    #[test]
+    fn the_guest_clock_is_a_fixed_icount() {
+        let p = plan_of("--spe-guest-ghz 4 -M virt -cpu max -kernel Image").unwrap();
+        let i = p.qemu_args.iter().position(|a| a == "-icount").unwrap();
+        assert_eq!(p.qemu_args[i + 1], "shift=-2,sleep=off");
+        assert_eq!(icount_for_ghz(1), "shift=0,sleep=off");
+        assert_eq!(icount_for_ghz(8), "shift=-3,sleep=off");
+        for bad in ["3", "16", "0", "fast"] {
+            assert!(matches!(
+                plan_of(&format!("--spe-guest-ghz {bad} -M virt -cpu max")),
+                Err(Error::BadValue {
+                    option: "--spe-guest-ghz",
+                    ..
+                })
+            ));
+        }
+        assert!(matches!(
+            plan_of("--spe-guest-ghz 2 -M virt -cpu max -icount shift=0"),
+            Err(Error::BadValue {
+                option: "--spe-guest-ghz",
+                ..
+            })
+        ));
+    }
+
     #[test]
     fn the_guest_control_port() {
         for stock in ["", "--spe-stock"] {

@@ -52,7 +52,7 @@ later() {
 }
 # Why the snapshot part failed, if it did: perf's own part again, only its
 # `sleep 1` lengthened. PASS here and FAIL above is the expected failure
-# the host reports (scenarios: XFAIL).
+# the LAVA job reports (lava.rs: its `_later` cases).
 if grep -q '^SPE snapshot testing: FAIL' /tmp/perf-test.log; then
     sed -e "s/^\tsleep 1\$/\tsleep $wait_s/" \
         -e '/^arm_spe_system_wide_test$/d' -e '/^arm_spe_discard_test$/d' \

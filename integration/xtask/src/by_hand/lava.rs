@@ -64,8 +64,8 @@ const FORK_LATER: &str = "perf-test-perf_test_fork_later";
 /// Every test case the SPE device must pass (or skip), with the case
 /// whose pass makes its failure an expected one: perf's snapshot part
 /// and fork test act a fixed second after starting perf, and perf can
-/// take longer than that to start in these guests (perf_startup_ms in
-/// the log; the harness's XFAIL in perf_test.rs says so for CI's runs).
+/// take longer than that to start in a guest whose clock is the host's
+/// (perf_startup_ms in the log; the harness's run has a fixed icount).
 const CASES: &[(&str, Option<&str>)] = &[
     ("spe-probe", None),
     ("spe-profile", None),

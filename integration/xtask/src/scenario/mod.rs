@@ -12,7 +12,7 @@ mod output;
 pub use judge::{take_expected, Expected, Judge};
 pub use machine::{
     cpu_list, Boot, LinuxCaps, MarkerAction, OnMarker, SpeRun, CONFIG_SIZE, ICOUNT_AUTO,
-    ICOUNT_FIXED, NUM_VQS, VCPUS, VIRTIO_ID, VIRTIO_ID_STOCK,
+    ICOUNT_CORE, ICOUNT_FIXED, NUM_VQS, VCPUS, VIRTIO_ID, VIRTIO_ID_STOCK,
 };
 pub use output::{parse_console, Control, CpuTimes, Instructions, Parsed, RunOutput, Verdict};
 

@@ -3,7 +3,9 @@
 //! (`snapshot`) ones. Which kernel runs which is `select`'s.
 
 use super::checks::*;
-use crate::scenario::{Expect, OnMarker, RunOutput, Scenario, SpeRun, ICOUNT_AUTO, ICOUNT_FIXED};
+use crate::scenario::{
+    Expect, OnMarker, RunOutput, Scenario, SpeRun, ICOUNT_AUTO, ICOUNT_CORE, ICOUNT_FIXED,
+};
 use crate::{
     attributes, driver_bugs, faults, memory, paravirt, perf_test, proofs, snapshot, stock, uefi,
 };
@@ -381,9 +383,9 @@ fn booted_with_a_device_tree() -> Vec<Scenario> {
              `dd`, the events perf synthesises from SPE records.",
         ),
         // perf's own Arm SPE tests. `max` has discard (FEAT_SPEv1p2); a
-        // fixed icount gives perf the guest time its tests' `sleep 1`
-        // assumes. Its guest time is fixed, so a slow host makes it
-        // longer: 326 s on 7.3 on one day, over 480 s on a slower one.
+        // fixed icount at a server core's rate gives perf the guest time
+        // its tests' `sleep 1` assumes. Its guest time is fixed, so a
+        // slow host makes it longer (479 s on 7.3 beside other runs).
         Scenario::new(
             "perf-test-spe",
             "perf-test-spe",
@@ -391,18 +393,17 @@ fn booted_with_a_device_tree() -> Vec<Scenario> {
             Expect::pass(perf_test::check_perf_test_spe),
         )
         .spe(SpeRun {
-            icount: Some(ICOUNT_FIXED),
+            icount: Some(ICOUNT_CORE),
             ..max()
         })
         .proves(
             "`perf test 'Arm SPE'` of the guest's perf, unmodified, on the `max` profile under a \
-             fixed icount (`-icount shift=0,sleep=off`, so that the tests' `sleep 1` measures what \
-             the guest executed): both tests `Ok` and every part of the trace-data test `PASS`, \
-             but for two checked exceptions: the fork test's skip without a C compiler in the \
-             guest (`SKIP`), and the snapshot part where `perf_test::SNAPSHOT_XFAIL` names the \
-             kernel (`XFAIL`), checked for its reason: perf's start-up longer than the part's \
-             one-second wait, and the part passing when run again waiting longer. A pass there \
-             (`XPASS`) fails the run.",
+             fixed icount of four instructions a nanosecond (`-icount shift=-2,sleep=off`, the \
+             series' negative shift; `spe-qemu --spe-guest-ghz 4`), so that the tests' `sleep 1` \
+             holds what a server core executes in a second: both tests `Ok` and every part of \
+             the trace-data test `PASS`, but for one checked exception, the fork test's skip \
+             without a C compiler in the guest (`SKIP`). Negative control (by hand): at one \
+             instruction a nanosecond (`shift=0`) 7.3's snapshot part fails.",
         ),
         // The launcher: spe-qemu, installed into a prefix of the build
         // tree, from QEMU's own -M virt -kernel -initrd -append command
