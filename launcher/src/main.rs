@@ -51,8 +51,9 @@ Options (taken out before QEMU sees the command line):
   --spe-guest-ghz N          a guest clock that counts N instructions a
                              nanosecond (1, 2, 4 or 8: -icount shift=0 to -3,
                              sleep=off), so that a guest second holds as many
-                             instructions as a real core's; guest time is then
-                             instructions, not host time
+                             instructions as a real core's; the vCPUs take
+                             turns and share it (8 with two busy vCPUs: four
+                             each); guest time is instructions, not host time
   --spe-record DIR           keep every record the backend writes, per vCPU, for
                              `vhost-device-spe report DIR --system-map System.map`
                              (no perf needed in the guest)

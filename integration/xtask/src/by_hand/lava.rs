@@ -353,7 +353,7 @@ pub fn run_lava(rig: &Rig, repo: &Path, work: &Path) -> Result<bool> {
     // As the lab's device type: the guest control port, and a guest
     // clock that counts instructions (qemu-spe.jinja2).
     spe_options.push("--spe-guest-control".into());
-    spe_options.push("--spe-guest-ghz 4".into());
+    spe_options.push("--spe-guest-ghz 8".into());
     let mut runs = Vec::new();
     for (i, (name, command, options)) in [
         ("spe-qemu", rig.launcher.clone(), spe_options),

@@ -398,9 +398,10 @@ fn booted_with_a_device_tree() -> Vec<Scenario> {
         })
         .proves(
             "`perf test 'Arm SPE'` of the guest's perf, unmodified, on the `max` profile under a \
-             fixed icount of four instructions a nanosecond (`-icount shift=-2,sleep=off`, the \
-             series' negative shift; `spe-qemu --spe-guest-ghz 4`), so that the tests' `sleep 1` \
-             holds what a server core executes in a second: both tests `Ok` and every part of \
+             fixed icount of eight instructions a nanosecond (`-icount shift=-3,sleep=off`, the \
+             series' negative shift; `spe-qemu --spe-guest-ghz 8`), four for each of the two \
+             vCPUs when both are busy, so that the tests' `sleep 1` holds what a server core \
+             executes in a second: both tests `Ok` and every part of \
              the trace-data test `PASS`, but for one checked exception, the fork test's skip \
              without a C compiler in the guest (`SKIP`). Negative control (by hand): at one \
              instruction a nanosecond (`shift=0`) 7.3's snapshot part fails.",
